@@ -1,0 +1,95 @@
+#include "core/flags.h"
+
+#include <cstdlib>
+#include <optional>
+
+#include "core/error.h"
+
+namespace axle::flags {
+namespace {
+
+std::string EnvName(std::string_view name) {
+  std::string env = "AXLE_";
+  for (char c : name) env += static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+  return env;
+}
+
+const char* ReadEnv(std::string_view name) {
+  return std::getenv(EnvName(name).c_str());  // The one getenv in Axle.
+}
+
+bool ParseValue(std::string_view env, const std::string& s, bool*) {
+  if (s == "1" || s == "true" || s == "on" || s == "yes") return true;
+  if (s == "0" || s == "false" || s == "off" || s == "no" || s.empty()) return false;
+  Fail("{}={}: expected a boolean (1/0, true/false, on/off, yes/no)", env, s);
+}
+int64_t ParseValue(std::string_view env, const std::string& s, int64_t*) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0' || errno == ERANGE) Fail("{}={}: expected an integer", env, s);
+  return v;
+}
+[[maybe_unused]] double ParseValue(std::string_view env, const std::string& s, double*) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0') Fail("{}={}: expected a number", env, s);
+  return v;
+}
+[[maybe_unused]] std::string ParseValue(std::string_view, const std::string& s, std::string*) { return s; }
+
+template <typename T>
+std::string TypeName() {
+  if constexpr (std::is_same_v<T, bool>) return "bool";
+  if constexpr (std::is_same_v<T, int64_t>) return "int64";
+  if constexpr (std::is_same_v<T, double>) return "double";
+  return "string";
+}
+template <typename T>
+std::string ValueString(const T& v) {
+  if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
+  if constexpr (std::is_same_v<T, std::string>) return v;
+  return fmt::format("{}", v);
+}
+
+// A flag's state: unset until first read.
+template <typename T>
+struct Slot {
+  std::optional<T> value;
+  T Get(std::string_view name, const T& def) {
+    if (!value) {
+      const char* raw = ReadEnv(name);
+      value = raw ? ParseValue(EnvName(name), raw, static_cast<T*>(nullptr)) : def;
+    }
+    return *value;
+  }
+};
+
+#define AXLE_FLAG_SLOT(type, name, def, help) Slot<type> slot_##name;
+AXLE_FLAGS(AXLE_FLAG_SLOT)
+#undef AXLE_FLAG_SLOT
+
+}  // namespace
+
+#define AXLE_FLAG_DEFINE(type, name, def, help)             \
+  type name() { return slot_##name.Get(#name, def); }       \
+  void set_##name(type value) { slot_##name.value = value; }
+AXLE_FLAGS(AXLE_FLAG_DEFINE)
+#undef AXLE_FLAG_DEFINE
+
+std::vector<FlagInfo> AllFlags() {
+  std::vector<FlagInfo> out;
+#define AXLE_FLAG_INFO(type, name, def, help) \
+  out.push_back({#name, EnvName(#name), TypeName<type>(), ValueString<type>(def), help});
+  AXLE_FLAGS(AXLE_FLAG_INFO)
+#undef AXLE_FLAG_INFO
+  return out;
+}
+
+void ResetForTesting() {
+#define AXLE_FLAG_RESET(type, name, def, help) slot_##name.value.reset();
+  AXLE_FLAGS(AXLE_FLAG_RESET)
+#undef AXLE_FLAG_RESET
+}
+
+}  // namespace axle::flags

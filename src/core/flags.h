@@ -1,0 +1,42 @@
+// The one registry of Axle's runtime flags.
+//
+// Every flag is declared once in AXLE_FLAGS below with its type, default and help, and is read
+// from the environment variable AXLE_<NAME> (upper case) on first use. Nothing else in Axle calls
+// getenv. `axle flags` prints the table. A malformed value is an axle::Error naming the variable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace axle::flags {
+
+// X(type, name, default, help)
+#define AXLE_FLAGS(X)                                                                        \
+  X(bool, debug, false,                                                                      \
+    "Explain decisions: why a graph was recompiled, why a sharding was chosen.")            \
+  X(int64_t, interpreter_max_bytes, int64_t{8} << 30,                                        \
+    "Largest total tensor memory the reference interpreter will allocate before refusing.")
+
+#define AXLE_FLAG_DECLARE(type, name, def, help) \
+  type name();                                   \
+  void set_##name(type value);
+AXLE_FLAGS(AXLE_FLAG_DECLARE)
+#undef AXLE_FLAG_DECLARE
+
+struct FlagInfo {
+  std::string name;       // "debug"
+  std::string env;        // "AXLE_DEBUG"
+  std::string type;       // "bool", "int64", "double", "string"
+  std::string default_value;
+  std::string help;
+};
+
+// All flags, in declaration order.
+std::vector<FlagInfo> AllFlags();
+
+// Forgets values read from the environment or set, so the next access reads AXLE_<NAME> again.
+void ResetForTesting();
+
+}  // namespace axle::flags

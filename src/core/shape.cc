@@ -1,0 +1,30 @@
+#include "core/shape.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace axle {
+
+std::optional<int64_t> CheckedNumElements(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) return std::nullopt;
+    if (d != 0 && n > INT64_MAX / d) return std::nullopt;
+    n *= d;
+  }
+  return n;
+}
+
+int64_t Shape::NumElements() const { return CheckedNumElements(dims_).value_or(-1); }
+
+bool Shape::IsValid() const { return CheckedNumElements(dims_).has_value(); }
+
+std::vector<int64_t> Shape::Strides() const {
+  std::vector<int64_t> strides(dims_.size(), 1);
+  for (int64_t i = rank() - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims_[i + 1];
+  return strides;
+}
+
+std::string Shape::ToString() const { return fmt::format("[{}]", fmt::join(dims_, ",")); }
+
+}  // namespace axle

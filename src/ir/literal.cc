@@ -1,0 +1,140 @@
+#include "ir/literal.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/half.h"
+
+namespace axle::ir {
+namespace {
+
+template <typename I>
+I SaturatingCast(double v) {
+  if (std::isnan(v)) return 0;
+  if (v <= static_cast<double>(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
+  if (v >= static_cast<double>(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
+  return static_cast<I>(v);
+}
+
+template <typename I>
+I SaturatingCastInt(int64_t v) {
+  if constexpr (std::is_same_v<I, int64_t>) {
+    return v;
+  } else {
+    if (v < static_cast<int64_t>(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
+    if (v > static_cast<int64_t>(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
+    return static_cast<I>(v);
+  }
+}
+
+}  // namespace
+
+Literal::Literal(TensorType type) : type_(std::move(type)) {
+  auto n = CheckedNumElements(type_.shape.dims());
+  if (!n || *n > INT64_MAX / 8) Fail("invalid tensor type {}", type_.ToString());
+  bytes_.assign(static_cast<size_t>(*n * DTypeSize(type_.dtype)), 0);
+}
+
+Literal Literal::FromDoubles(DType dtype, Shape shape, const std::vector<double>& values) {
+  Literal lit(TensorType(dtype, std::move(shape)));
+  AXLE_CHECK(static_cast<int64_t>(values.size()) == lit.NumElements(), "FromDoubles: {} values for {}",
+             values.size(), lit.type().ToString());
+  for (size_t i = 0; i < values.size(); ++i) lit.SetDouble(static_cast<int64_t>(i), values[i]);
+  return lit;
+}
+
+Literal Literal::Splat(TensorType type, double value) {
+  Literal lit(std::move(type));
+  for (int64_t i = 0; i < lit.NumElements(); ++i) lit.SetDouble(i, value);
+  return lit;
+}
+
+double Literal::GetDouble(int64_t i) const {
+  switch (dtype()) {
+    case DType::kF32: return data<float>()[i];
+    case DType::kF64: return data<double>()[i];
+    case DType::kBF16: return BF16ToFloat(data<uint16_t>()[i]);
+    case DType::kF16: return F16ToFloat(data<uint16_t>()[i]);
+    case DType::kI8: return data<int8_t>()[i];
+    case DType::kI32: return data<int32_t>()[i];
+    case DType::kI64: return static_cast<double>(data<int64_t>()[i]);
+    case DType::kU8: return data<uint8_t>()[i];
+    case DType::kU32: return data<uint32_t>()[i];
+    case DType::kBool: return data<uint8_t>()[i] ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+int64_t Literal::GetInt64(int64_t i) const {
+  switch (dtype()) {
+    case DType::kI8: return data<int8_t>()[i];
+    case DType::kI32: return data<int32_t>()[i];
+    case DType::kI64: return data<int64_t>()[i];
+    case DType::kU8: return data<uint8_t>()[i];
+    case DType::kU32: return data<uint32_t>()[i];
+    case DType::kBool: return data<uint8_t>()[i] ? 1 : 0;
+    default: return SaturatingCast<int64_t>(GetDouble(i));
+  }
+}
+
+void Literal::SetDouble(int64_t i, double v) {
+  switch (dtype()) {
+    case DType::kF32: mutable_data<float>()[i] = static_cast<float>(v); return;
+    case DType::kF64: mutable_data<double>()[i] = v; return;
+    case DType::kBF16: mutable_data<uint16_t>()[i] = FloatToBF16(static_cast<float>(v)); return;
+    case DType::kF16: mutable_data<uint16_t>()[i] = FloatToF16(static_cast<float>(v)); return;
+    case DType::kI8: mutable_data<int8_t>()[i] = SaturatingCast<int8_t>(v); return;
+    case DType::kI32: mutable_data<int32_t>()[i] = SaturatingCast<int32_t>(v); return;
+    case DType::kI64: mutable_data<int64_t>()[i] = SaturatingCast<int64_t>(v); return;
+    case DType::kU8: mutable_data<uint8_t>()[i] = SaturatingCast<uint8_t>(v); return;
+    case DType::kU32: mutable_data<uint32_t>()[i] = SaturatingCast<uint32_t>(v); return;
+    case DType::kBool: mutable_data<uint8_t>()[i] = v != 0.0 ? 1 : 0; return;
+  }
+}
+
+void Literal::SetInt64(int64_t i, int64_t v) {
+  switch (dtype()) {
+    case DType::kI8: mutable_data<int8_t>()[i] = SaturatingCastInt<int8_t>(v); return;
+    case DType::kI32: mutable_data<int32_t>()[i] = SaturatingCastInt<int32_t>(v); return;
+    case DType::kI64: mutable_data<int64_t>()[i] = v; return;
+    case DType::kU8: mutable_data<uint8_t>()[i] = SaturatingCastInt<uint8_t>(v); return;
+    case DType::kU32: mutable_data<uint32_t>()[i] = SaturatingCastInt<uint32_t>(v); return;
+    case DType::kBool: mutable_data<uint8_t>()[i] = v != 0 ? 1 : 0; return;
+    default: SetDouble(i, static_cast<double>(v)); return;
+  }
+}
+
+bool Literal::IsSplat() const {
+  const int64_t n = NumElements();
+  if (n == 0) return false;
+  const size_t w = static_cast<size_t>(DTypeSize(dtype()));
+  for (int64_t i = 1; i < n; ++i) {
+    if (std::memcmp(bytes_.data(), bytes_.data() + i * w, w) != 0) return false;
+  }
+  return true;
+}
+
+std::string FormatElement(const Literal& lit, int64_t i) {
+  const DType t = lit.dtype();
+  if (t == DType::kBool) return lit.data<uint8_t>()[i] ? "true" : "false";
+  if (IsInteger(t)) return fmt::format("{}", lit.GetInt64(i));
+  double v = lit.GetDouble(i);
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  // Shortest round-trip text: f64 as double, the narrower floats as float (exact for all).
+  if (t == DType::kF64) return fmt::format("{}", v);
+  return fmt::format("{}", static_cast<float>(v));
+}
+
+std::string Literal::ToString(int64_t max_elements) const {
+  std::string out = type_.ToString() + " [";
+  const int64_t n = NumElements();
+  for (int64_t i = 0; i < n && i < max_elements; ++i) {
+    if (i) out += ", ";
+    out += FormatElement(*this, i);
+  }
+  if (n > max_elements) out += ", ...";
+  return out + "]";
+}
+
+}  // namespace axle::ir

@@ -1,0 +1,81 @@
+// A dense host tensor: a TensorType plus its row-major bytes.
+//
+// Literals are the values of `constant` nodes and the inputs and outputs of the reference
+// interpreter. bf16 and f16 elements are stored as their 16-bit patterns, bool as one byte (0/1).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "ir/type.h"
+
+namespace axle::ir {
+
+class Literal {
+ public:
+  Literal() = default;
+  // A zero-filled literal of `type`. Throws axle::Error when the type's shape is invalid.
+  explicit Literal(TensorType type);
+
+  // Makes a literal from host values of the storage type (uint16_t for bf16/f16).
+  template <typename T>
+  static Literal FromVector(DType dtype, Shape shape, const std::vector<T>& values) {
+    Literal lit(TensorType(dtype, std::move(shape)));
+    AXLE_CHECK(static_cast<int64_t>(values.size()) == lit.NumElements() &&
+                   sizeof(T) == static_cast<size_t>(DTypeSize(dtype)),
+               "FromVector: {} values of size {} for {}", values.size(), sizeof(T),
+               lit.type().ToString());
+    if (!values.empty()) std::memcpy(lit.bytes_.data(), values.data(), lit.bytes_.size());
+    return lit;
+  }
+  // A literal from doubles, each converted to `dtype` as `convert` would.
+  static Literal FromDoubles(DType dtype, Shape shape, const std::vector<double>& values);
+  // A literal of `type` with every element equal to `value` (converted as `convert` would).
+  static Literal Splat(TensorType type, double value);
+
+  const TensorType& type() const { return type_; }
+  DType dtype() const { return type_.dtype; }
+  const Shape& shape() const { return type_.shape; }
+  int64_t NumElements() const { return type_.NumElements(); }
+
+  // Raw element storage.
+  std::span<const uint8_t> bytes() const { return bytes_; }
+  std::span<uint8_t> mutable_bytes() { return bytes_; }
+  template <typename T>
+  const T* data() const { return reinterpret_cast<const T*>(bytes_.data()); }
+  template <typename T>
+  T* mutable_data() { return reinterpret_cast<T*>(bytes_.data()); }
+
+  // Element i (flat, row-major) as a double; bf16/f16 are widened exactly, i64/u32 may round.
+  double GetDouble(int64_t i) const;
+  // Element i as an int64 (floats truncate toward zero; out of range saturates, NaN -> 0).
+  int64_t GetInt64(int64_t i) const;
+  // Stores `v` into element i, converting as `convert` does (rounding to nearest even for
+  // floats, truncating and saturating for integers, nonzero -> true for bool).
+  void SetDouble(int64_t i, double v);
+  void SetInt64(int64_t i, int64_t v);
+
+  // True when every element has the same bit pattern as element 0 (false when empty).
+  bool IsSplat() const;
+
+  // Bitwise equality of type and contents.
+  bool operator==(const Literal& other) const {
+    return type_ == other.type_ && bytes_ == other.bytes_;
+  }
+  // "f32[2] [1, 2]": for debugging and test failure messages (long literals are elided).
+  std::string ToString(int64_t max_elements = 16) const;
+
+ private:
+  TensorType type_;
+  std::vector<uint8_t> bytes_;
+};
+
+// Element formatting shared by the printer and Literal::ToString: the shortest text that parses
+// back to the same value ("1", "0.5", "-0", "nan", "inf", "true").
+std::string FormatElement(const Literal& lit, int64_t i);
+
+}  // namespace axle::ir

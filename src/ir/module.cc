@@ -1,0 +1,115 @@
+#include "ir/module.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace axle::ir {
+
+Node::Node(Function* parent, OpKind op, std::vector<Value*> operands, Attrs attrs,
+           const std::vector<TensorType>& result_types)
+    : parent_(parent), op_(op), operands_(std::move(operands)), attrs_(std::move(attrs)) {
+  results_.reserve(result_types.size());
+  for (size_t i = 0; i < result_types.size(); ++i)
+    results_.push_back(std::make_unique<Value>(this, static_cast<int>(i), result_types[i]));
+}
+
+std::vector<Value*> Node::results() const {
+  std::vector<Value*> out;
+  out.reserve(results_.size());
+  for (const auto& r : results_) out.push_back(r.get());
+  return out;
+}
+
+Node* Function::AddNode(OpKind op, std::vector<Value*> operands, Attrs attrs,
+                        const std::vector<TensorType>& result_types) {
+  return InsertNode(nodes_.size(), op, std::move(operands), std::move(attrs), result_types);
+}
+
+Node* Function::InsertNode(size_t pos, OpKind op, std::vector<Value*> operands, Attrs attrs,
+                           const std::vector<TensorType>& result_types) {
+  AXLE_CHECK(pos <= nodes_.size(), "InsertNode at {} of {}", pos, nodes_.size());
+  auto node = std::make_unique<Node>(this, op, std::move(operands), std::move(attrs), result_types);
+  Node* raw = node.get();
+  nodes_.insert(nodes_.begin() + static_cast<std::ptrdiff_t>(pos), std::move(node));
+  return raw;
+}
+
+int64_t Function::IndexOf(const Node* node) const {
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].get() == node) return static_cast<int64_t>(i);
+  return -1;
+}
+
+void Function::EraseNode(Node* node) {
+  int64_t i = IndexOf(node);
+  AXLE_CHECK(i >= 0, "EraseNode: {} is not in function {}", node->name(), name_);
+  nodes_.erase(nodes_.begin() + i);
+}
+
+void Function::ReplaceAllUsesWith(Value* from, Value* to) {
+  for (auto& n : nodes_)
+    for (size_t i = 0; i < n->num_operands(); ++i)
+      if (n->operand(i) == from) n->set_operand(i, to);
+  for (auto& r : results_)
+    if (r == from) r = to;
+}
+
+std::vector<Node*> Function::Parameters() const {
+  std::vector<Node*> params;
+  for (const auto& n : nodes_)
+    if (n->op() == OpKind::kParameter) params.push_back(n.get());
+  std::stable_sort(params.begin(), params.end(), [](Node* a, Node* b) {
+    return a->attrs_as<ParameterAttrs>().index < b->attrs_as<ParameterAttrs>().index;
+  });
+  return params;
+}
+
+Function* Module::AddFunction(std::string name) {
+  functions_.push_back(std::make_unique<Function>(std::move(name)));
+  return functions_.back().get();
+}
+
+Function* Module::FindFunction(std::string_view name) const {
+  for (const auto& f : functions_)
+    if (f->name() == name) return f.get();
+  return nullptr;
+}
+
+Function* Module::entry() const {
+  if (Function* f = FindFunction("main")) return f;
+  if (functions_.empty()) Fail("module @{} has no functions", name_);
+  return functions_.front().get();
+}
+
+std::unique_ptr<Module> Module::Clone() const {
+  auto copy = std::make_unique<Module>(name_);
+  copy->num_replicas_ = num_replicas_;
+  for (const auto& f : functions_) {
+    Function* g = copy->AddFunction(f->name());
+    g->set_loc(f->loc());
+    std::unordered_map<const Value*, Value*> map;
+    for (const auto& n : f->nodes()) {
+      std::vector<Value*> operands;
+      for (Value* v : n->operands()) {
+        auto it = map.find(v);
+        AXLE_CHECK(it != map.end(), "Clone: operand of {} defined later or elsewhere", n->name());
+        operands.push_back(it->second);
+      }
+      std::vector<TensorType> types;
+      for (Value* r : n->results()) types.push_back(r->type());
+      Node* m = g->AddNode(n->op(), std::move(operands), n->attrs(), types);
+      m->set_loc(n->loc());
+      for (size_t i = 0; i < n->num_results(); ++i) {
+        m->result(i)->set_name(n->result(i)->name());
+        m->result(i)->set_sharding(n->result(i)->sharding());
+        map[n->result(i)] = m->result(i);
+      }
+    }
+    std::vector<Value*> results;
+    for (Value* r : f->results()) results.push_back(map.at(r));
+    g->set_results(std::move(results));
+  }
+  return copy;
+}
+
+}  // namespace axle::ir

@@ -1,0 +1,170 @@
+// The Axle IR: a Module holds Functions; a Function is a list of Nodes in a valid execution
+// order (every operand is defined earlier) and a list of result Values; a Node applies one op
+// (ops.def) to operand Values and produces one or more typed result Values.
+//
+//   module @mlp {
+//     func @main {
+//       %x = parameter() {index=0} : f32[4,8]
+//       %w = parameter() {index=1} : f32[8,2]
+//       %y = dot_general(%x, %w) {lhs_contracting=[1], rhs_contracting=[0]} : f32[4,2]
+//       return %y
+//     }
+//   }
+//
+// Ownership: a Module owns its Functions, a Function its Nodes, a Node its result Values.
+// Values are referenced by pointer; a pointer stays valid until its node is erased.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "ir/attrs.h"
+#include "ir/op.h"
+#include "ir/type.h"
+
+namespace axle::ir {
+
+class Node;
+class Function;
+
+class Value {
+ public:
+  Value(Node* node, int index, TensorType type) : node_(node), index_(index), type_(std::move(type)) {}
+
+  // The node that produces this value and which of its results it is.
+  Node* node() const { return node_; }
+  int index() const { return index_; }
+
+  const TensorType& type() const { return type_; }
+  void set_type(TensorType t) { type_ = std::move(t); }
+  DType dtype() const { return type_.dtype; }
+  const Shape& shape() const { return type_.shape; }
+
+  // Text name without '%' (from the parser or set by the user); empty = printer numbers it.
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+
+  // Sharding annotation (SPMD); nullopt = not annotated.
+  const std::optional<Sharding>& sharding() const { return sharding_; }
+  void set_sharding(std::optional<Sharding> s) { sharding_ = std::move(s); }
+
+ private:
+  Node* node_;
+  int index_;
+  TensorType type_;
+  std::string name_;
+  std::optional<Sharding> sharding_;
+};
+
+class Node {
+ public:
+  Node(Function* parent, OpKind op, std::vector<Value*> operands, Attrs attrs,
+       const std::vector<TensorType>& result_types);
+
+  OpKind op() const { return op_; }
+  const OpInfo& info() const { return GetOpInfo(op_); }
+  std::string_view name() const { return OpName(op_); }
+  Function* parent() const { return parent_; }
+
+  const std::vector<Value*>& operands() const { return operands_; }
+  Value* operand(size_t i) const { return operands_[i]; }
+  size_t num_operands() const { return operands_.size(); }
+  void set_operand(size_t i, Value* v) { operands_[i] = v; }
+
+  size_t num_results() const { return results_.size(); }
+  Value* result(size_t i = 0) const { return results_[i].get(); }
+  std::vector<Value*> results() const;
+
+  const Attrs& attrs() const { return attrs_; }
+  Attrs& mutable_attrs() { return attrs_; }
+  // The attribute struct; throws when the node holds another kind.
+  template <typename T>
+  const T& attrs_as() const {
+    const T* p = std::get_if<T>(&attrs_);
+    AXLE_CHECK(p != nullptr, "node {} does not hold the requested attribute struct", name());
+    return *p;
+  }
+
+  // Where the node came from: the .axir line, or the user's call site. May be unknown.
+  const SourceLoc& loc() const { return loc_; }
+  void set_loc(SourceLoc loc) { loc_ = std::move(loc); }
+
+ private:
+  Function* parent_;
+  OpKind op_;
+  std::vector<Value*> operands_;
+  std::vector<std::unique_ptr<Value>> results_;
+  Attrs attrs_;
+  SourceLoc loc_;
+};
+
+class Function {
+ public:
+  explicit Function(std::string name) : name_(std::move(name)) {}
+
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+
+  // Nodes in execution order.
+  const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
+  // Appends a node. Types are taken as given; the Builder infers them, the verifier checks them.
+  Node* AddNode(OpKind op, std::vector<Value*> operands, Attrs attrs,
+                const std::vector<TensorType>& result_types);
+  // Inserts a node before position `pos` of nodes().
+  Node* InsertNode(size_t pos, OpKind op, std::vector<Value*> operands, Attrs attrs,
+                   const std::vector<TensorType>& result_types);
+  // Removes `node`. The caller guarantees that nothing uses its results.
+  void EraseNode(Node* node);
+  // Replaces every use of `from` (operands and function results) with `to`.
+  void ReplaceAllUsesWith(Value* from, Value* to);
+  // Position of `node` in nodes(), or -1.
+  int64_t IndexOf(const Node* node) const;
+
+  // The parameter nodes, ordered by their `index` attribute.
+  std::vector<Node*> Parameters() const;
+
+  const std::vector<Value*>& results() const { return results_; }
+  void set_results(std::vector<Value*> results) { results_ = std::move(results); }
+
+  // The source location of the `return` (for errors).
+  const SourceLoc& loc() const { return loc_; }
+  void set_loc(SourceLoc loc) { loc_ = std::move(loc); }
+
+ private:
+  std::string name_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<Value*> results_;
+  SourceLoc loc_;
+};
+
+class Module {
+ public:
+  explicit Module(std::string name = "module") : name_(std::move(name)) {}
+
+  const std::string& name() const { return name_; }
+  void set_name(std::string name) { name_ = std::move(name); }
+
+  // Replicas the module runs on (SPMD); collectives' replica groups refer to 0..num_replicas-1.
+  int64_t num_replicas() const { return num_replicas_; }
+  void set_num_replicas(int64_t n) { num_replicas_ = n; }
+
+  const std::vector<std::unique_ptr<Function>>& functions() const { return functions_; }
+  Function* AddFunction(std::string name);
+  // The function named `name`, or nullptr.
+  Function* FindFunction(std::string_view name) const;
+  // The entry point: the function named "main", else the first one. Throws when empty.
+  Function* entry() const;
+
+  // A deep copy (names, locations and shardings included).
+  std::unique_ptr<Module> Clone() const;
+
+ private:
+  std::string name_;
+  int64_t num_replicas_ = 1;
+  std::vector<std::unique_ptr<Function>> functions_;
+};
+
+}  // namespace axle::ir
