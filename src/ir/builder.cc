@@ -1,0 +1,76 @@
+#include "ir/builder.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace axle::ir {
+
+std::vector<Value*> Builder::Build(OpKind op, std::vector<Value*> operands, Attrs attrs,
+                                   std::vector<TensorType> declared) {
+  std::vector<TensorType> operand_types;
+  for (Value* v : operands) {
+    AXLE_CHECK(v != nullptr, "null operand passed to {}", OpName(op));
+    operand_types.push_back(v->type());
+  }
+  std::vector<TensorType> types;
+  try {
+    types = InferResultTypes(op, operand_types, attrs, declared, ctx_);
+  } catch (const Error& e) {
+    std::vector<std::string> parts;
+    for (const TensorType& t : operand_types) parts.push_back(t.ToString());
+    throw Error(loc_, fmt::format("{}: {}\n  operand types: ({})", OpName(op), e.message(),
+                                  fmt::join(parts, ", ")));
+  }
+  Node* n = f_->AddNode(op, std::move(operands), std::move(attrs), types);
+  n->set_loc(loc_);
+  return n->results();
+}
+
+Value* Builder::Build1(OpKind op, std::vector<Value*> operands, Attrs attrs,
+                       std::vector<TensorType> declared) {
+  std::vector<Value*> r = Build(op, std::move(operands), std::move(attrs), std::move(declared));
+  AXLE_CHECK(r.size() == 1, "{} yields {} results; use Build", OpName(op), r.size());
+  return r[0];
+}
+
+Value* Builder::Parameter(int64_t index, TensorType type, std::string name) {
+  Value* v = Build1(OpKind::kParameter, {}, ParameterAttrs{index}, {std::move(type)});
+  v->set_name(std::move(name));
+  return v;
+}
+
+Value* Builder::Constant(Literal value) {
+  return Build1(OpKind::kConstant, {}, ConstantAttrs{std::move(value)});
+}
+
+Value* Builder::Scalar(DType dtype, double value) {
+  return Constant(Literal::Splat(TensorType(dtype, Shape{}), value));
+}
+
+Value* Builder::Iota(TensorType type, int64_t dim) {
+  return Build1(OpKind::kIota, {}, IotaAttrs{dim}, {std::move(type)});
+}
+
+Value* Builder::Convert(Value* x, DType to) {
+  return Build1(OpKind::kConvert, {x}, NoAttrs{}, {TensorType(to, x->shape())});
+}
+
+Value* Builder::BroadcastInDim(Value* x, Shape shape, std::vector<int64_t> dims) {
+  return Build1(OpKind::kBroadcastInDim, {x}, BroadcastInDimAttrs{std::move(dims)},
+                {TensorType(x->dtype(), std::move(shape))});
+}
+
+Value* Builder::Reshape(Value* x, Shape shape) {
+  return Build1(OpKind::kReshape, {x}, NoAttrs{}, {TensorType(x->dtype(), std::move(shape))});
+}
+
+Value* Builder::MatMul(Value* lhs, Value* rhs) {
+  DotGeneralAttrs d;
+  d.lhs_contracting = {lhs->type().rank() - 1};
+  d.rhs_contracting = {0};
+  return DotGeneral(lhs, rhs, std::move(d));
+}
+
+void Builder::Return(std::vector<Value*> results) { f_->set_results(std::move(results)); }
+
+}  // namespace axle::ir
