@@ -347,6 +347,8 @@ Types ArgReduceRule(Operands ops, const Attrs& a, Declared, const ShapeContext&)
   const auto& r = std::get<ArgReduceAttrs>(a);
   CheckDType(ops[0].dtype, DTypeClass::kNumeric, "operand");
   CheckDim(r.dim, ops[0].rank(), "dim");
+  if (ops[0].shape.dim(r.dim) == 0 && ops[0].NumElements() == 0 && DropDims(ops[0].shape, {r.dim}).NumElements() > 0)
+    Fail("dim {} has size 0: there is no extreme element to index", r.dim);
   if (r.index_dtype != DType::kI32 && r.index_dtype != DType::kI64)
     Fail("index_dtype {} must be i32 or i64", DTypeName(r.index_dtype));
   return {TensorType(r.index_dtype, DropDims(ops[0].shape, {r.dim}))};
