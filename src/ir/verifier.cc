@@ -1,0 +1,114 @@
+#include "ir/verifier.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <set>
+#include <unordered_set>
+
+#include "ir/printer.h"
+#include "ir/shape_inference.h"
+
+namespace axle::ir {
+namespace {
+
+std::string TypesText(const std::vector<TensorType>& types) {
+  std::vector<std::string> parts;
+  for (const TensorType& t : types) parts.push_back(t.ToString());
+  return fmt::format("({})", fmt::join(parts, ", "));
+}
+
+[[noreturn]] void NodeError(const Function& f, const Node& n, const std::string& rule) {
+  std::vector<TensorType> operand_types;
+  for (Value* v : n.operands()) operand_types.push_back(v->type());
+  std::string msg = fmt::format("{}: {}\n  in func @{}: {}\n  operand types: {}", n.name(), rule,
+                                f.name(), PrintNode(n), TypesText(operand_types));
+  if (!n.loc().file.empty() && n.loc().file != "<string>")
+    msg += fmt::format("\n  reproduce with: axle opt --passes=verify {}", n.loc().file);
+  throw Error(n.loc(), msg);
+}
+
+void CheckSharding(const Function& f, const Node& n, const Value& v) {
+  const Sharding& s = *v.sharding();
+  if (static_cast<int64_t>(s.dims.size()) != v.type().rank())
+    NodeError(f, n, fmt::format("sharding {} has {} dimension entries for a value of rank {}",
+                                s.ToString(), s.dims.size(), v.type().rank()));
+  std::set<std::string> axes;
+  auto use = [&](const std::string& axis) {
+    if (axis.empty()) NodeError(f, n, fmt::format("sharding {} has an empty axis name", s.ToString()));
+    if (!axes.insert(axis).second)
+      NodeError(f, n, fmt::format("sharding {} uses mesh axis '{}' twice", s.ToString(), axis));
+  };
+  for (const auto& dim : s.dims)
+    for (const auto& axis : dim) use(axis);
+  for (const auto& axis : s.partial) use(axis);
+}
+
+void CheckNode(const Function& f, const Node& n, const std::unordered_set<const Value*>& defined,
+               int64_t num_replicas) {
+  if (n.parent() != &f) NodeError(f, n, "node belongs to another function");
+  std::vector<TensorType> operand_types;
+  for (size_t i = 0; i < n.num_operands(); ++i) {
+    const Value* v = n.operand(i);
+    if (v == nullptr) NodeError(f, n, fmt::format("operand {} is null", i));
+    if (!defined.count(v))
+      NodeError(f, n, fmt::format("operand {} is not defined earlier in the function", i));
+    operand_types.push_back(v->type());
+  }
+  std::vector<TensorType> declared;
+  for (const Value* r : n.results()) {
+    if (!r->type().shape.IsValid())
+      NodeError(f, n, fmt::format("result type {} has a negative or overflowing shape", r->type().ToString()));
+    declared.push_back(r->type());
+  }
+  std::vector<TensorType> inferred;
+  try {
+    inferred = InferResultTypes(n.op(), operand_types, n.attrs(), declared, {num_replicas});
+  } catch (const Error& e) {
+    NodeError(f, n, e.message());
+  }
+  if (inferred != declared)
+    NodeError(f, n, fmt::format("result types {} differ from the inferred {}", TypesText(declared),
+                                TypesText(inferred)));
+  for (const Value* r : n.results())
+    if (r->sharding()) CheckSharding(f, n, *r);
+}
+
+void CheckParameters(const Function& f) {
+  std::vector<Node*> params = f.Parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const int64_t index = params[i]->attrs_as<ParameterAttrs>().index;
+    if (index != static_cast<int64_t>(i))
+      NodeError(f, *params[i],
+                fmt::format("parameter indices must be 0..{} with each used once; found index {} "
+                            "where {} was expected",
+                            params.size() - 1, index, i));
+  }
+}
+
+}  // namespace
+
+void VerifyFunction(const Function& f, int64_t num_replicas) {
+  std::unordered_set<const Value*> defined;
+  for (const auto& n : f.nodes()) {
+    CheckNode(f, *n, defined, num_replicas);
+    for (const Value* r : n->results()) defined.insert(r);
+  }
+  CheckParameters(f);
+  for (size_t i = 0; i < f.results().size(); ++i)
+    if (!defined.count(f.results()[i]))
+      throw Error(f.loc(), fmt::format("func @{}: returned value {} is not defined in the function",
+                                       f.name(), i));
+}
+
+void Verify(const Module& m) {
+  if (m.num_replicas() < 1) Fail("module @{}: num_replicas {} must be >= 1", m.name(), m.num_replicas());
+  std::set<std::string> names;
+  for (const auto& f : m.functions()) {
+    if (!names.insert(f->name()).second)
+      throw Error(f->loc(), fmt::format("module @{}: function @{} is defined twice", m.name(), f->name()));
+    VerifyFunction(*f, m.num_replicas());
+  }
+}
+
+}  // namespace axle::ir
