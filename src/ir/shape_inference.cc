@@ -347,7 +347,7 @@ Types ArgReduceRule(Operands ops, const Attrs& a, Declared, const ShapeContext&)
   const auto& r = std::get<ArgReduceAttrs>(a);
   CheckDType(ops[0].dtype, DTypeClass::kNumeric, "operand");
   CheckDim(r.dim, ops[0].rank(), "dim");
-  if (ops[0].shape.dim(r.dim) == 0 && ops[0].NumElements() == 0 && DropDims(ops[0].shape, {r.dim}).NumElements() > 0)
+  if (ops[0].shape.dim(r.dim) == 0 && DropDims(ops[0].shape, {r.dim}).NumElements() > 0)
     Fail("dim {} has size 0: there is no extreme element to index", r.dim);
   if (r.index_dtype != DType::kI32 && r.index_dtype != DType::kI64)
     Fail("index_dtype {} must be i32 or i64", DTypeName(r.index_dtype));
@@ -394,8 +394,10 @@ Types DotGeneralRule(Operands ops, const Attrs& a, Declared, const ShapeContext&
            l.shape.dim(lhs_used[i]), rhs_used[i], r.shape.dim(rhs_used[i]));
   std::vector<int64_t> dims;
   for (int64_t b : d.lhs_batch) dims.push_back(l.shape.dim(b));
-  for (int64_t i : DropDims(l.shape, lhs_used).dims()) dims.push_back(i);
-  for (int64_t i : DropDims(r.shape, rhs_used).dims()) dims.push_back(i);
+  const Shape lhs_free = DropDims(l.shape, lhs_used);
+  const Shape rhs_free = DropDims(r.shape, rhs_used);
+  dims.insert(dims.end(), lhs_free.dims().begin(), lhs_free.dims().end());
+  dims.insert(dims.end(), rhs_free.dims().begin(), rhs_free.dims().end());
   if (!CheckedNumElements(dims)) Fail("result shape overflows");
   return {TensorType(l.dtype, Shape(std::move(dims)))};
 }
