@@ -168,7 +168,7 @@ Types ConvertRule(Operands ops, const Attrs&, Declared declared, const ShapeCont
 }
 
 Types BitcastConvertRule(Operands ops, const Attrs& a, Declared declared, const ShapeContext& c) {
-  const TensorType& t = ConvertRule(ops, a, declared, c)[0];
+  const TensorType t = ConvertRule(ops, a, declared, c)[0];  // a copy: the vector is a temporary
   if (IsBool(t.dtype) || IsBool(ops[0].dtype)) Fail("bitcast_convert does not take bool");
   if (DTypeSize(t.dtype) != DTypeSize(ops[0].dtype))
     Fail("bit widths differ: {} is {} bits, {} is {} bits", DTypeName(ops[0].dtype),
