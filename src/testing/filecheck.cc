@@ -46,11 +46,11 @@ struct Piece {
 
 struct Directive {
   Kind kind = Kind::kCheck;
-  int line = 0;          // 1-based line in the check text
-  std::string spelled;   // "CHECK-NEXT: foo", from the prefix to the end of the line
+  int line = 0;         // 1-based line in the check text
+  std::string spelled;  // "CHECK-NEXT: foo", from the prefix to the end of the line
   std::vector<Piece> pieces;
-  std::string anchor;    // a whitespace-free literal every match contains ("" = none)
-  bool plain = false;    // the pattern is exactly `anchor`
+  std::string anchor;  // a whitespace-free literal every match contains ("" = none)
+  bool plain = false;  // the pattern is exactly `anchor`
 };
 
 struct Match {
@@ -225,9 +225,10 @@ std::optional<std::pair<Kind, size_t>> FindDirective(std::string_view line, std:
     if (suffix == "DAG" || suffix == "EMPTY" || suffix.starts_with("COUNT")) {
       Fail("'{}-{}:' is not supported by Axle's FileCheck", prefix, suffix);
     }
-    Fail("unknown directive '{0}-{1}:' (expected {0}:, {0}-NEXT:, {0}-SAME:, {0}-NOT: or "
-         "{0}-LABEL:)",
-         prefix, suffix);
+    Fail(
+        "unknown directive '{0}-{1}:' (expected {0}:, {0}-NEXT:, {0}-SAME:, {0}-NOT: or "
+        "{0}-LABEL:)",
+        prefix, suffix);
   }
   return std::nullopt;
 }
@@ -306,7 +307,8 @@ class Checker {
  private:
   size_t LineOf(size_t pos) const {
     return static_cast<size_t>(std::upper_bound(line_starts_.begin(), line_starts_.end(), pos) -
-                               line_starts_.begin()) - 1;
+                               line_starts_.begin()) -
+           1;
   }
   // The offset of the '\n' ending line `line` (or the input size).
   size_t LineEnd(size_t line) const {
@@ -387,8 +389,10 @@ std::optional<Match> Checker::MatchPositive(const Directive& d, size_t pos, size
   BuiltPattern built = Build(d);
   std::optional<Match> m = Search(d, built, pos, limit);
   if (m && d.kind == Kind::kNext && LineOf(m->begin) == line) {
-    SetFailure(d, fmt::format("matched on the same line as the previous match (input line {}), "
-                              "expected the next line", line + 1),
+    SetFailure(d,
+               fmt::format("matched on the same line as the previous match (input line {}), "
+                           "expected the next line",
+                           line + 1),
                m->begin, m->end - m->begin, "the match");
     return std::nullopt;
   }
@@ -426,7 +430,9 @@ BuiltPattern Checker::Build(const Directive& d) const {
   std::map<std::string, int> local;  // variables bound earlier in this pattern -> their group
   for (const Piece& p : d.pieces) {
     switch (p.type) {
-      case Piece::kLiteral: source += EscapeLiteral(p.text, /*loose_space=*/true); break;
+      case Piece::kLiteral:
+        source += EscapeLiteral(p.text, /*loose_space=*/true);
+        break;
       case Piece::kRegex:
         source += "(?:" + p.text + ")";
         groups += p.groups;
@@ -478,9 +484,10 @@ std::optional<Match> Checker::SearchLine(const Directive& d, const BuiltPattern&
     if (d.plain) return Match{begin + at, begin + at + d.anchor.size(), {}};
   }
   if (seg.size() > kMaxRegexLine) {
-    Fail("check line {}: input line {} is {} characters long, too long for a regex pattern "
-         "(limit {}); use a plain literal pattern for it",
-         d.line, line + 1, seg.size(), kMaxRegexLine);
+    Fail(
+        "check line {}: input line {} is {} characters long, too long for a regex pattern "
+        "(limit {}); use a plain literal pattern for it",
+        d.line, line + 1, seg.size(), kMaxRegexLine);
   }
   auto flags = std::regex_constants::match_default;
   if (begin > line_starts_[line]) flags |= std::regex_constants::match_prev_avail;
@@ -494,7 +501,8 @@ std::optional<Match> Checker::SearchLine(const Directive& d, const BuiltPattern&
     Fail("check line {}: regex search failed on input line {}: {}", d.line, line + 1, e.what());
   }
   Match match{begin + static_cast<size_t>(m.position(0)),
-              begin + static_cast<size_t>(m.position(0) + m.length(0)), {}};
+              begin + static_cast<size_t>(m.position(0) + m.length(0)),
+              {}};
   for (const auto& [name, group] : built.defines) match.bindings.emplace_back(name, m.str(group));
   return match;
 }
@@ -539,15 +547,16 @@ std::string Checker::ShowInput(size_t pos, size_t len) const {
 
 bool IsValidPrefix(std::string_view prefix) {
   if (prefix.empty() || !std::isalpha(static_cast<unsigned char>(prefix[0]))) return false;
-  return std::all_of(prefix.begin(), prefix.end(), [](char c) { return IsIdentChar(c) || c == '-'; });
+  return std::all_of(prefix.begin(), prefix.end(),
+                     [](char c) { return IsIdentChar(c) || c == '-'; });
 }
 
 // FileCheck on the calling thread.
 FileCheckResult RunFileCheck(std::string_view input, std::string_view check_text,
                              std::string_view prefix) {
   if (!IsValidPrefix(prefix)) {
-    return {false, fmt::format("invalid check prefix '{}': use letters, digits, '_' and '-'",
-                               prefix)};
+    return {false,
+            fmt::format("invalid check prefix '{}': use letters, digits, '_' and '-'", prefix)};
   }
   try {
     std::vector<Directive> directives = ParseDirectives(check_text, prefix);

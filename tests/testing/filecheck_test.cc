@@ -21,8 +21,8 @@ void ExpectFail(std::string_view input, std::string_view checks,
   FileCheckResult r = FileCheck(input, checks);
   EXPECT_FALSE(r.ok) << "input:\n" << input << "\nchecks:\n" << checks;
   for (std::string_view needle : needles) {
-    EXPECT_NE(r.message.find(needle), std::string::npos)
-        << "message lacks '" << needle << "':\n" << r.message;
+    EXPECT_NE(r.message.find(needle), std::string::npos) << "message lacks '" << needle << "':\n"
+                                                         << r.message;
   }
 }
 
@@ -91,9 +91,10 @@ TEST(FileCheckTest, NextPasses) {
 }
 
 TEST(FileCheckTest, NextOnALaterLineFails) {
-  ExpectFail(kIr, "// CHECK: add\n// CHECK-NEXT: return",
-             {"check line 2: CHECK-NEXT: return", "the line after the previous match (input line 2)",
-              "first matches later, at input line 4"});
+  ExpectFail(
+      kIr, "// CHECK: add\n// CHECK-NEXT: return",
+      {"check line 2: CHECK-NEXT: return", "the line after the previous match (input line 2)",
+       "first matches later, at input line 4"});
 }
 
 TEST(FileCheckTest, NextOnTheSameLineFails) {
@@ -310,7 +311,8 @@ TEST(FileCheckTest, LargeInputIsFast) {
   input += "  return %9999\n";
   const auto start = std::chrono::steady_clock::now();
   // Passing checks near the end, failing regex searches over the whole input, and NOT ranges.
-  ExpectPass(input, "CHECK: %9998 = add\nCHECK-NEXT: [[V:%[0-9]+]] = add\nCHECK-NEXT: return [[V]]");
+  ExpectPass(input,
+             "CHECK: %9998 = add\nCHECK-NEXT: [[V:%[0-9]+]] = add\nCHECK-NEXT: return [[V]]");
   ExpectFail(input, "CHECK: {{(a|b)*c+d}}", {"not found"});
   ExpectFail(input, "CHECK: %{{[0-9]+}} = sub", {"not found"});
   ExpectPass(input, "CHECK: %0 = add\nCHECK-NOT: {{mul|sub}}\nCHECK: return");
