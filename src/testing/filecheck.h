@@ -27,7 +27,9 @@
 //                    earlier positive directive or earlier in the same pattern.
 // `[[` that does not start `NAME]]` or `NAME:` (e.g. a nested literal `[[1, 2]]`) is literal text.
 // A match never spans lines. LABEL patterns may not use or bind variables. NOT patterns see the
-// variables as bound before the positive directive that follows them.
+// variables as bound before the positive directive that follows them. Patterns with a regex or a
+// variable are run only on input lines of up to 32 KiB (a longer line is reported as a failure
+// when it contains the pattern's literal text); plain literal patterns have no such limit.
 #pragma once
 
 #include <string>
