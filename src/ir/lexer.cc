@@ -58,7 +58,9 @@ std::string DescribeToken(const Token& t) {
 }
 
 Lexer::Lexer(std::string_view text, std::string_view filename)
-    : text_(text), filename_(filename) {}
+    : text_(text), filename_(filename) {
+  if (text_.substr(0, 3) == "\xef\xbb\xbf") pos_ = 3;  // a UTF-8 byte order mark
+}
 
 char Lexer::Peek(size_t ahead) const {
   return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0';

@@ -1,7 +1,8 @@
 // The tokenizer of the .axir text format (see docs/ir.md, "Text format").
 //
 // Whitespace (space, tab, CR, LF) and `//` comments to the end of the line separate tokens.
-// Lines are counted at LF; columns are 1-based byte columns. A malformed token (an unexpected
+// Lines are counted at LF; columns are 1-based byte columns. A leading UTF-8 byte order mark is
+// skipped. A malformed token (an unexpected
 // byte, a bad number, an unterminated string) throws axle::Error at the offending byte.
 #pragma once
 

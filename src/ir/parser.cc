@@ -186,6 +186,46 @@ Literal BuildLiteral(const TensorType& type, const AttrValue& v, std::string_vie
   return lit;
 }
 
+// Reads one attribute value as the C++ type of its field, failing with the op and field named.
+class FieldReader {
+ public:
+  FieldReader(std::string_view op, const AttrEntry& entry) : op_(op), entry_(entry) {}
+
+  // Fails at `at` (the value, or the list item that is wrong).
+  [[noreturn]] void Fail(std::string_view expects, const AttrValue& at) const {
+    FailAt(at.loc, "{}: attribute '{}' expects {}, got {}", op_, entry_.name, expects, Describe(at));
+  }
+  int64_t Integer(const AttrValue& x, std::string_view expects) const {
+    std::optional<int64_t> n;
+    if (x.kind == AttrValue::Kind::kNumber)
+      n = ParseInteger(x.text, x.loc, fmt::format("{}: attribute '{}': ", op_, entry_.name));
+    if (!n) Fail(expects, x);
+    return *n;
+  }
+  std::vector<int64_t> Integers(const AttrValue& x, std::string_view expects) const {
+    if (x.kind != AttrValue::Kind::kList) Fail(expects, x);
+    std::vector<int64_t> out;
+    for (const AttrValue& item : x.items) out.push_back(Integer(item, expects));
+    return out;
+  }
+  template <typename E>
+  E Enum(std::string_view what) const {
+    const AttrValue& v = entry_.value;
+    std::optional<E> parsed;
+    if (v.kind == AttrValue::Kind::kIdent) parsed = ParseEnum<E>(v.text);
+    if (!parsed) {
+      std::string names;
+      for (std::string_view n : EnumNames<E>::kNames) names += (names.empty() ? "" : ", ") + std::string(n);
+      Fail(fmt::format("{} ({})", what, names), v);
+    }
+    return *parsed;
+  }
+
+ private:
+  std::string_view op_;
+  const AttrEntry& entry_;
+};
+
 class Parser {
  public:
   Parser(std::string_view text, std::string_view filename) : lexer_(text, filename) { Advance(); }
@@ -431,66 +471,35 @@ std::vector<PendingLiteral> Parser::ApplyAttrs(OpKind op, const std::vector<Attr
 
 void Parser::SetField(std::string_view op, const AttrEntry& e, const MutableFieldRef& ref) {
   const AttrValue& v = e.value;
-  const std::string context = fmt::format("{}: attribute '{}': ", op, e.name);
-  // Fails at `at`, the value or the list item that is wrong.
-  auto fail = [&](std::string_view expects, const AttrValue& at) {
-    FailAt(at.loc, "{}: attribute '{}' expects {}, got {}", op, e.name, expects, Describe(at));
-  };
-  auto integer = [&](const AttrValue& x) {
-    std::optional<int64_t> n;
-    if (x.kind == AttrValue::Kind::kNumber) n = ParseInteger(x.text, x.loc, context);
-    return n;
-  };
-  auto integers = [&](const AttrValue& x, std::vector<int64_t>& out, std::string_view expects) {
-    if (x.kind != AttrValue::Kind::kList) fail(expects, x);
-    out.clear();
-    for (const AttrValue& item : x.items) {
-      std::optional<int64_t> n = integer(item);
-      if (!n) fail(expects, item);
-      out.push_back(*n);
-    }
-  };
-  auto enumeration = [&](auto* p, std::string_view what) {
-    using E = std::remove_pointer_t<decltype(p)>;
-    std::optional<E> parsed;
-    if (v.kind == AttrValue::Kind::kIdent) parsed = ParseEnum<E>(v.text);
-    if (!parsed) {
-      std::string names;
-      for (std::string_view n : EnumNames<E>::kNames) names += (names.empty() ? "" : ", ") + std::string(n);
-      fail(fmt::format("{} ({})", what, names), v);
-    }
-    *p = *parsed;
-  };
+  const FieldReader read(op, e);
   std::visit(
       [&](auto* p) {
         using T = std::remove_pointer_t<decltype(p)>;
         if constexpr (std::is_same_v<T, int64_t>) {
-          std::optional<int64_t> n = integer(v);
-          if (!n) fail("an integer", v);
-          *p = *n;
+          *p = read.Integer(v, "an integer");
         } else if constexpr (std::is_same_v<T, bool>) {
           if (v.kind != AttrValue::Kind::kIdent || (v.text != "true" && v.text != "false"))
-            fail("true or false", v);
+            read.Fail("true or false", v);
           *p = v.text == "true";
         } else if constexpr (std::is_same_v<T, std::string>) {
-          if (v.kind != AttrValue::Kind::kString) fail("a string", v);
+          if (v.kind != AttrValue::Kind::kString) read.Fail("a string", v);
           *p = v.text;
         } else if constexpr (std::is_same_v<T, DType>) {
           std::optional<DType> t;
           if (v.kind == AttrValue::Kind::kIdent) t = ParseDType(v.text);
-          if (!t) fail("a dtype (f32, f64, bf16, f16, i8, i32, i64, u8, u32, bool)", v);
+          if (!t) read.Fail("a dtype (f32, f64, bf16, f16, i8, i32, i64, u8, u32, bool)", v);
           *p = *t;
         } else if constexpr (std::is_same_v<T, CompareDir>) {
-          enumeration(p, "a comparison direction");
+          *p = read.Enum<CompareDir>("a comparison direction");
         } else if constexpr (std::is_same_v<T, ReduceKind>) {
-          enumeration(p, "a reduction kind");
+          *p = read.Enum<ReduceKind>("a reduction kind");
         } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-          integers(v, *p, "a list of integers");
+          *p = read.Integers(v, "a list of integers");
         } else if constexpr (std::is_same_v<T, ReplicaGroups>) {
-          if (v.kind != AttrValue::Kind::kList) fail("a list of integer lists", v);
-          p->assign(v.items.size(), {});
-          for (size_t i = 0; i < v.items.size(); ++i)
-            integers(v.items[i], (*p)[i], "a list of integer lists");
+          if (v.kind != AttrValue::Kind::kList) read.Fail("a list of integer lists", v);
+          p->clear();
+          for (const AttrValue& group : v.items)
+            p->push_back(read.Integers(group, "a list of integer lists"));
         } else {
           static_assert(std::is_same_v<T, Literal>, "a field type the parser does not know");
         }

@@ -176,7 +176,7 @@ TEST(PrinterParserTest, CanonicalText) {
 
 TEST(PrinterParserTest, AcceptsAnyWhitespaceCommentsAndCrlf) {
   const std::string messy =
-      "// leading comment\r\n"
+      "\xef\xbb\xbf// a byte order mark, then a comment\r\n"
       "module\t@m{func @f{ // trailing comment\r\n"
       "%a=parameter(){index=0}:f32[ 2 , 3 ]{ [ x , y ] ,[ ] }\r\n"
       "  %b  =  neg ( %a )  :  f32[2,3]   return   %a,%b}}  // end";
