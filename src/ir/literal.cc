@@ -27,6 +27,19 @@ I SaturatingCastInt(int64_t v) {
   }
 }
 
+// `v` rounded to float toward zero, with the last bit set when inexact (round to odd), so that a
+// second rounding to bf16/f16 equals one rounding of `v` (see Note [Single rounding] in
+// interpreter_elementwise.cc).
+float RoundToOddFloat(double v) {
+  if (std::isnan(v) || std::isinf(v)) return static_cast<float>(v);
+  constexpr float kMax = std::numeric_limits<float>::max();
+  if (std::fabs(v) > static_cast<double>(kMax)) return v > 0 ? kMax : -kMax;  // odd: rounds up to inf
+  float f = static_cast<float>(v);
+  if (static_cast<double>(f) == v) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(v)) f = std::nextafter(f, 0.0f);
+  return BitsToFloat(FloatBits(f) | 1u);
+}
+
 }  // namespace
 
 Literal::Literal(TensorType type) : type_(std::move(type)) {
@@ -81,8 +94,8 @@ void Literal::SetDouble(int64_t i, double v) {
   switch (dtype()) {
     case DType::kF32: mutable_data<float>()[i] = static_cast<float>(v); return;
     case DType::kF64: mutable_data<double>()[i] = v; return;
-    case DType::kBF16: mutable_data<uint16_t>()[i] = FloatToBF16(static_cast<float>(v)); return;
-    case DType::kF16: mutable_data<uint16_t>()[i] = FloatToF16(static_cast<float>(v)); return;
+    case DType::kBF16: mutable_data<uint16_t>()[i] = FloatToBF16(RoundToOddFloat(v)); return;
+    case DType::kF16: mutable_data<uint16_t>()[i] = FloatToF16(RoundToOddFloat(v)); return;
     case DType::kI8: mutable_data<int8_t>()[i] = SaturatingCast<int8_t>(v); return;
     case DType::kI32: mutable_data<int32_t>()[i] = SaturatingCast<int32_t>(v); return;
     case DType::kI64: mutable_data<int64_t>()[i] = SaturatingCast<int64_t>(v); return;
