@@ -1,0 +1,139 @@
+// End-to-end tests of the `axle` binary: exit codes, messages, and `axle run` against NumPy.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "ir/npy.h"
+
+namespace axle {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int status = -1;       // exit code; -1 when killed by a signal
+  std::string output;    // stdout and stderr together
+};
+
+RunResult RunAxle(const std::string& args) {
+  std::string cmd = std::string(AXLE_BINARY) + " " + args + " 2>&1";
+  RunResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string Src(const std::string& rel) { return std::string(AXLE_SOURCE_DIR) + "/" + rel; }
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("axle_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& text) {
+    std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::string MlpInputs() {
+    std::string s;
+    for (const char* n : {"x", "w1", "b1", "w2", "b2"})
+      s += std::string(" --input ") + n + "=" + Src("examples/mlp/") + n + ".npy";
+    return s;
+  }
+  fs::path dir_;
+};
+
+TEST_F(CliTest, RunMlpMatchesNumPy) {
+  RunResult r = RunAxle("run " + Src("examples/mlp.axir") + MlpInputs() + " --output-dir " + dir_.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  ir::Literal got = ir::ReadNpy((dir_ / "output_0.npy").string());
+  ir::Literal want = ir::ReadNpy(Src("examples/mlp/expected.npy"));
+  ASSERT_EQ(got.type(), want.type());
+  for (int64_t i = 0; i < got.NumElements(); ++i) {
+    double g = got.GetDouble(i), w = want.GetDouble(i);
+    EXPECT_LE(std::abs(g - w), 1e-6 * std::max(1.0, std::abs(w))) << "element " << i;
+  }
+}
+
+TEST_F(CliTest, RunErrorsExitOne) {
+  std::string mlp = Src("examples/mlp.axir");
+  RunResult missing = RunAxle("run " + mlp);
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.output.find("missing --input for parameter 0 (%x: f32[4,8])"), std::string::npos)
+      << missing.output;
+  RunResult unknown = RunAxle("run " + mlp + MlpInputs() + " --input nope=x.npy");
+  EXPECT_EQ(unknown.status, 1);
+  EXPECT_NE(unknown.output.find("has no parameter named 'nope'"), std::string::npos) << unknown.output;
+  // An input of the wrong type: w1 given for x.
+  std::string bad = "run " + mlp + " --input x=" + Src("examples/mlp/w1.npy");
+  for (const char* n : {"w1", "b1", "w2", "b2"})
+    bad += std::string(" --input ") + n + "=" + Src("examples/mlp/") + n + ".npy";
+  RunResult wrong = RunAxle(bad + " --output-dir " + dir_.string());
+  EXPECT_EQ(wrong.status, 1);
+  EXPECT_NE(wrong.output.find("holds f32[8,16], but parameter %x expects f32[4,8]"), std::string::npos)
+      << wrong.output;
+  RunResult nofile = RunAxle("run " + (dir_ / "absent.axir").string());
+  EXPECT_EQ(nofile.status, 1);
+  EXPECT_NE(nofile.output.find("cannot open"), std::string::npos) << nofile.output;
+}
+
+TEST_F(CliTest, BadFlagsExitOne) {
+  EXPECT_EQ(RunAxle("").status, 1);
+  EXPECT_EQ(RunAxle("frobnicate").status, 1);
+  EXPECT_EQ(RunAxle("opt --no-such-flag x.axir").status, 1);
+  RunResult pass = RunAxle("opt --passes=nonsense " + Src("examples/mlp.axir"));
+  EXPECT_EQ(pass.status, 1);
+  EXPECT_NE(pass.output.find("unknown pass 'nonsense'"), std::string::npos) << pass.output;
+  EXPECT_EQ(RunAxle("--help").status, 0);
+}
+
+TEST_F(CliTest, MalformedModuleNamesLineAndColumn) {
+  std::string path = Write("bad.axir", "module @m {\n  func @main {\n    %x = frob() : f32[]\n    return %x\n  }\n}\n");
+  RunResult r = RunAxle("opt " + path);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find(path + ":3:10: error:"), std::string::npos) << r.output;
+  std::string bad_types = Write("types.axir",
+      "module @m {\n  func @main {\n    %x = parameter() {index=0} : f32[4]\n"
+      "    %y = add(%x, %x) : f32[5]\n    return %y\n  }\n}\n");
+  RunResult v = RunAxle("opt " + bad_types);
+  EXPECT_EQ(v.status, 1);
+  EXPECT_NE(v.output.find(bad_types + ":4:5: error: add: result types (f32[5]) differ"), std::string::npos)
+      << v.output;
+}
+
+TEST_F(CliTest, OptPrintsAndHashIgnoresNames) {
+  RunResult a = RunAxle("opt " + Src("examples/mlp.axir"));
+  ASSERT_EQ(a.status, 0) << a.output;
+  EXPECT_NE(a.output.find("%h = dot_general(%x, %w1)"), std::string::npos) << a.output;
+  RunResult c = RunAxle("opt --passes=verify,canonicalize " + Src("examples/mlp.axir"));
+  ASSERT_EQ(c.status, 0) << c.output;
+  EXPECT_EQ(c.output.find("%w1"), std::string::npos) << c.output;
+  std::string canonical = Write("canonical.axir", c.output);
+  RunResult h1 = RunAxle("hash " + Src("examples/mlp.axir"));
+  RunResult h2 = RunAxle("hash " + canonical);
+  ASSERT_EQ(h1.status, 0) << h1.output;
+  EXPECT_EQ(h1.output, h2.output);
+  EXPECT_EQ(h1.output.size(), 33u) << h1.output;  // 32 hex digits and a newline
+  RunResult list = RunAxle("opt --list-passes");
+  EXPECT_EQ(list.status, 0);
+  EXPECT_NE(list.output.find("canonicalize"), std::string::npos);
+  EXPECT_EQ(RunAxle("flags").status, 0);
+}
+
+}  // namespace
+}  // namespace axle
