@@ -85,7 +85,7 @@ void AddRunCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner
     for (size_t i = 0; i < results.size(); ++i) {
       std::string path = (std::filesystem::path(opts->output_dir) / fmt::format("output_{}.npy", i)).string();
       ir::WriteNpy(path, results[i]);
-      std::printf("%s: %s\n", path.c_str(), results[i].type().ToString().c_str());
+      std::printf("%s: %s\n", path.c_str(), results[i].ToString(/*max_elements=*/12).c_str());
     }
   });
 }
