@@ -17,7 +17,8 @@ namespace axle::ir {
 
 class Literal {
  public:
-  Literal() = default;
+  // A zero f32 scalar.
+  Literal() : Literal(TensorType(DType::kF32, Shape{})) {}
   // A zero-filled literal of `type`. Throws axle::Error when the type's shape is invalid.
   explicit Literal(TensorType type);
 
