@@ -112,8 +112,8 @@ void WriteSharding(ByteWriter& w, const std::optional<Sharding>& s) {
 
 void WriteLiteral(ByteWriter& w, const Literal& lit) {
   WriteType(w, lit.type());
-  // The byte count is hashed too, so a default-constructed Literal (f32[] without bytes, as in
-  // DefaultAttrs(kConstant)) differs from a zero scalar.
+  // The byte count is hashed too, so that a literal whose bytes disagree with its type cannot
+  // collide with a well-formed one.
   std::span<const uint8_t> bytes = lit.bytes();
   w.Count(bytes.size());
   w.Elements(bytes.data(), bytes.size(), static_cast<size_t>(DTypeSize(lit.dtype())));
