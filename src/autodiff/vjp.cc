@@ -1,0 +1,261 @@
+// The reverse-mode driver (BuildVjp, GradModule), the VJP table and the helpers the rules share.
+#include "autodiff/vjp.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autodiff/vjp_internal.h"
+#include "ir/printer.h"
+
+namespace axle::autodiff {
+namespace internal {
+
+Value* ScalarConst(Builder& b, DType dtype, double v) { return b.Scalar(dtype, v); }
+
+Value* Full(Builder& b, const ir::TensorType& type, double v) {
+  Value* s = b.Scalar(type.dtype, v);
+  if (type.rank() == 0) return s;
+  return b.BroadcastInDim(s, type.shape, {});
+}
+
+Value* Neg(Builder& b, Value* x) { return b.Unary(OpKind::kNeg, x); }
+
+Value* Cmp(Builder& b, ir::CompareDir dir, Value* lhs, Value* rhs) {
+  return b.Compare(dir, lhs, rhs);
+}
+
+Value* Mask(Builder& b, Value* pred, Value* like) {
+  return b.Select(pred, FullLike(b, like, 1.0), FullLike(b, like, 0.0));
+}
+
+Value* ReduceSum(Builder& b, Value* x, std::vector<int64_t> dims) {
+  if (dims.empty()) return x;
+  return b.Reduce(x, ir::ReduceKind::kSum, std::move(dims));
+}
+
+Value* SumAll(Builder& b, Value* x) {
+  std::vector<int64_t> dims(static_cast<size_t>(x->type().rank()));
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(i);
+  return ReduceSum(b, x, std::move(dims));
+}
+
+Value* SumToOperand(Builder& b, Value* g, Value* operand) {
+  if (operand->type().rank() == 0 && g->type().rank() != 0) return SumAll(b, g);
+  return g;
+}
+
+Value* Broadcast(Builder& b, Value* x, const Shape& shape, std::vector<int64_t> dims) {
+  if (x->shape() == shape) return x;
+  return b.BroadcastInDim(x, shape, std::move(dims));
+}
+
+std::vector<int64_t> KeptDims(int64_t rank, const std::vector<int64_t>& removed) {
+  std::vector<int64_t> kept;
+  for (int64_t i = 0; i < rank; ++i)
+    if (std::find(removed.begin(), removed.end(), i) == removed.end()) kept.push_back(i);
+  return kept;
+}
+
+std::vector<int64_t> InversePermutation(const std::vector<int64_t>& perm) {
+  std::vector<int64_t> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  return inv;
+}
+
+}  // namespace internal
+
+namespace {
+
+using namespace internal;
+
+VjpTable BuildTable() {
+  VjpTable t{};
+  for (VjpEntry& e : t)
+    e = VjpEntry{VjpKind::kNotDifferentiable, nullptr, {}};  // reason empty = missing
+  RegisterElementwiseVjps(t);
+  RegisterMovementVjps(t);
+  RegisterReduceVjps(t);
+  RegisterMiscVjps(t);
+  return t;
+}
+
+// The backward pass over one function. See Note [Reverse walk] in docs/autodiff.md: nodes are
+// visited in reverse execution order, so every use of a value has contributed its cotangent
+// before the value's producer is visited.
+class ReverseWalk {
+ public:
+  explicit ReverseWalk(Builder& b) : b_(b), f_(*b.function()) {}
+
+  std::vector<Value*> Run(std::span<Value* const> outputs, std::span<Value* const> cotangents,
+                          std::span<Value* const> wrt);
+
+ private:
+  void MarkRelevant(std::span<Value* const> outputs, std::span<Value* const> wrt);
+  void Accumulate(Value* v, Value* g);
+  void VisitNode(const Node& node);
+  void EraseUnused(size_t first_new, const std::vector<Value*>& keep);
+
+  Builder& b_;
+  ir::Function& f_;
+  std::unordered_set<const Node*> relevant_;      // on a path wrt -> outputs
+  std::unordered_set<const Value*> depends_;      // values that depend on some wrt value
+  std::unordered_map<const Value*, Value*> cot_;  // accumulated cotangents
+};
+
+void ReverseWalk::MarkRelevant(std::span<Value* const> outputs, std::span<Value* const> wrt) {
+  for (Value* w : wrt) depends_.insert(w);
+  for (const auto& n : f_.nodes()) {
+    bool dep = std::any_of(n->operands().begin(), n->operands().end(),
+                           [&](Value* v) { return depends_.count(v) > 0; });
+    if (dep)
+      for (Value* r : n->results()) depends_.insert(r);
+  }
+  std::unordered_set<const Node*> needed;
+  for (Value* o : outputs) needed.insert(o->node());
+  for (auto it = f_.nodes().rbegin(); it != f_.nodes().rend(); ++it) {
+    const Node* n = it->get();
+    if (!needed.count(n)) continue;
+    for (Value* v : n->operands()) needed.insert(v->node());
+    const std::vector<Value*> results = n->results();  // a copy: results() returns by value
+    if (std::any_of(results.begin(), results.end(),
+                    [&](Value* v) { return depends_.count(v) > 0; }))
+      relevant_.insert(n);
+  }
+}
+
+void ReverseWalk::Accumulate(Value* v, Value* g) {
+  if (g == nullptr || !CarriesGradient(v) || !depends_.count(v)) return;
+  AXLE_CHECK(g->type() == v->type(), "cotangent of type {} for a value of type {}",
+             g->type().ToString(), v->type().ToString());
+  Value*& slot = cot_[v];
+  slot = slot == nullptr ? g : b_.Add(slot, g);
+}
+
+void ReverseWalk::VisitNode(const Node& node) {
+  std::vector<Value*> gs;
+  bool any = false;
+  for (Value* r : node.results()) {
+    auto it = cot_.find(r);
+    gs.push_back(it == cot_.end() ? nullptr : it->second);
+    any = any || gs.back() != nullptr;
+  }
+  if (!any) return;
+  const VjpEntry* e = GetVjp(node.op());
+  AXLE_CHECK(e != nullptr, "no VJP entry for {}", node.name());
+  if (e->kind == VjpKind::kZeroGradient) return;
+  if (e->kind == VjpKind::kNotDifferentiable) {
+    for (Value* v : node.operands())
+      if (CarriesGradient(v) && depends_.count(v))
+        FailAt(node.loc(), "autodiff: cannot differentiate through {}: {}\n  node: {}", node.name(),
+               e->reason, ir::PrintNode(node));
+    return;
+  }
+  // Multi-result nodes: a float result without a cotangent gets zeros, so rules see one value per
+  // float result.
+  if (gs.size() > 1)
+    for (size_t i = 0; i < gs.size(); ++i)
+      if (gs[i] == nullptr && CarriesGradient(node.result(i)))
+        gs[i] = Zeros(b_, node.result(i)->type());
+  std::vector<Value*> operand_cots = e->rule(b_, node, gs);
+  AXLE_CHECK(operand_cots.size() == node.num_operands(),
+             "VJP rule of {} returned {} cotangents for {} operands", node.name(),
+             operand_cots.size(), node.num_operands());
+  for (size_t i = 0; i < operand_cots.size(); ++i) Accumulate(node.operand(i), operand_cots[i]);
+}
+
+void ReverseWalk::EraseUnused(size_t first_new, const std::vector<Value*>& keep) {
+  std::unordered_set<const Node*> live;
+  for (Value* v : keep) live.insert(v->node());
+  for (Value* v : f_.results()) live.insert(v->node());
+  std::vector<Node*> dead;
+  for (size_t i = f_.nodes().size(); i-- > first_new;) {
+    Node* n = f_.nodes()[i].get();
+    if (!live.count(n)) {
+      dead.push_back(n);
+      continue;
+    }
+    for (Value* v : n->operands()) live.insert(v->node());
+  }
+  for (Node* n : dead)
+    f_.EraseNode(n);  // users come first in `dead`, so each is unused when erased
+}
+
+std::vector<Value*> ReverseWalk::Run(std::span<Value* const> outputs,
+                                     std::span<Value* const> cotangents,
+                                     std::span<Value* const> wrt) {
+  AXLE_CHECK(outputs.size() == cotangents.size(), "BuildVjp: {} outputs but {} cotangents",
+             outputs.size(), cotangents.size());
+  std::vector<Node*> forward;
+  for (const auto& n : f_.nodes()) forward.push_back(n.get());
+  const size_t first_new = forward.size();
+  MarkRelevant(outputs, wrt);
+  for (size_t i = 0; i < outputs.size(); ++i) Accumulate(outputs[i], cotangents[i]);
+  for (auto it = forward.rbegin(); it != forward.rend(); ++it)
+    if (relevant_.count(*it)) VisitNode(**it);
+  std::vector<Value*> grads;
+  for (Value* w : wrt) {
+    auto it = cot_.find(w);
+    grads.push_back(it != cot_.end() && it->second != nullptr ? it->second : Zeros(b_, w->type()));
+  }
+  EraseUnused(first_new, grads);
+  return grads;
+}
+
+}  // namespace
+
+const VjpEntry* GetVjp(ir::OpKind op) {
+  static const VjpTable table = BuildTable();
+  const VjpEntry& e = table[static_cast<size_t>(op)];
+  if (e.kind != VjpKind::kRule && e.reason.empty()) return nullptr;
+  return &e;
+}
+
+std::vector<ir::Value*> BuildVjp(ir::Builder& b, std::span<ir::Value* const> outputs,
+                                 std::span<ir::Value* const> output_cotangents,
+                                 std::span<ir::Value* const> wrt) {
+  return ReverseWalk(b).Run(outputs, output_cotangents, wrt);
+}
+
+std::unique_ptr<ir::Module> GradModule(const ir::Module& m, int output_index,
+                                       std::vector<int> wrt_params) {
+  std::unique_ptr<ir::Module> g = m.Clone();
+  ir::Function* f = g->entry();
+  if (output_index < 0 || output_index >= static_cast<int>(f->results().size()))
+    Fail("GradModule: output {} out of range: @{} has {} results", output_index, f->name(),
+         f->results().size());
+  Value* out = f->results()[static_cast<size_t>(output_index)];
+  if (out->type().rank() != 0 || !IsFloat(out->dtype()))
+    Fail("GradModule: output {} has type {}; expected a float scalar", output_index,
+         out->type().ToString());
+  std::vector<ir::Node*> params = f->Parameters();
+  std::vector<Value*> wrt;
+  for (int p : wrt_params) {
+    auto it = std::find_if(params.begin(), params.end(), [&](ir::Node* n) {
+      return n->attrs_as<ir::ParameterAttrs>().index == p;
+    });
+    if (it == params.end()) Fail("GradModule: @{} has no parameter with index {}", f->name(), p);
+    wrt.push_back((*it)->result());
+  }
+  ir::Builder b(f, ir::ShapeContext{g->num_replicas()});
+  Value* seed = b.Scalar(out->dtype(), 1.0);
+  std::vector<Value*> outs = {out}, seeds = {seed};
+  std::vector<Value*> grads = BuildVjp(b, outs, seeds, wrt);
+  std::vector<Value*> results = f->results();
+  results.insert(results.end(), grads.begin(), grads.end());
+  f->set_results(std::move(results));
+  if (f->IndexOf(seed->node()) >= 0 && seed->node() != nullptr) {
+    // The seed is unused when no gradient flows; erase it then.
+    bool used = false;
+    for (const auto& n : f->nodes())
+      for (Value* v : n->operands()) used = used || v == seed;
+    for (Value* v : f->results()) used = used || v == seed;
+    if (!used) f->EraseNode(seed->node());
+  }
+  return g;
+}
+
+}  // namespace axle::autodiff
