@@ -266,6 +266,12 @@ Value* Generator::IndexConstant(DType dtype, const Shape& shape, int64_t lo, int
   return Build(OpKind::kConstant, {}, ir::ConstantAttrs{std::move(lit)})[0];
 }
 
+DType Generator::IndexDType() {
+  static const std::vector<DType> kUsual = {DType::kI32, DType::kI64};
+  static const std::vector<DType> kRare = {DType::kI8, DType::kU8, DType::kU32};
+  return rng_.Pick(rng_.Percent(80) ? kUsual : kRare);
+}
+
 std::pair<ir::ReplicaGroups, int64_t> Generator::RandomGroups() {
   const int64_t n = options_.num_replicas;
   if (rng_.Percent(30)) return {{}, n};

@@ -36,7 +36,7 @@ struct RandomModuleOptions {
   // Whether dims of size 0 may appear (fresh shapes, empty slices, cropping pads, ...).
   bool allow_zero_sized = true;
   // Element types of data values. Ops whose operands have fixed types still use those: bool
-  // predicates, i32/i64 indices, argmax's index type, u32 rng keys and bits.
+  // predicates, integer indices, argmax's index type, u32 rng keys and bits.
   std::vector<DType> dtypes = AllDTypes();
   // Whether to draw collective ops, with replica groups valid for num_replicas.
   bool collectives = false;
@@ -57,7 +57,7 @@ struct RandomModuleOptions {
 // earlier values (so values are shared and some nodes are dead) or from new parameters and
 // constants. Constants include nan, inf, -0, subnormals and the largest finite values for floats,
 // and extremes for integers.
-// Index operands (gather/scatter indices, dynamic_slice starts) are i32/i64 constants, mostly in
+// Index operands (gather/scatter indices, dynamic_slice starts) are integer constants, mostly in
 // range and sometimes slightly out of it (where docs/design.md defines clamping or dropping),
 // never indexing into an empty axis. custom_call nodes use the target "axle.test.identity"
 // (results = operands; see RegisterTestCustomCalls). Throws axle::Error when the options admit

@@ -92,8 +92,8 @@ class Generator {
   ir::Value* Fresh(const ir::TensorType& type);
   // A new constant of integer type `dtype` and `shape` with elements uniform in [lo, hi].
   ir::Value* IndexConstant(DType dtype, const Shape& shape, int64_t lo, int64_t hi);
-  // i32 or i64, for index operands.
-  DType IndexDType() { return rng_.Coin() ? DType::kI32 : DType::kI64; }
+  // An integer type for index operands: usually i32 or i64, sometimes i8, u8 or u32.
+  DType IndexDType();
   // Random replica groups valid for the module's num_replicas, and their group size.
   std::pair<ir::ReplicaGroups, int64_t> RandomGroups();
 

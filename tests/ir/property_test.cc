@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 
 #include "ir/builder.h"
@@ -408,7 +409,18 @@ TEST(Property, PinnedHashes) {
 // same modules on every platform. Update these when the generator changes on purpose.
 TEST(Property, RandomModulesArePortable) {
   EXPECT_EQ(HashModule(*RandomModule(1)).ToHex(), "04c04c19eba4c22e7a6efcffdbe058b5");
-  EXPECT_EQ(HashModule(*RandomModule(2, OptionsFor(1))).ToHex(), "b0601f39348cece688945ef381e4722b");
+  EXPECT_EQ(HashModule(*RandomModule(2, OptionsFor(1))).ToHex(),
+            "b0601f39348cece688945ef381e4722b");
+  // A large module that holds most ops.
+  RandomModuleOptions big = OptionsFor(1);
+  big.num_nodes = 300;
+  big.num_replicas = 4;
+  big.max_functions = 1;
+  std::unique_ptr<Module> m = RandomModule(3, big);
+  std::set<OpKind> ops;
+  for (const auto& n : m->entry()->nodes()) ops.insert(n->op());
+  EXPECT_GT(ops.size(), static_cast<size_t>(kNumOps) * 9 / 10);
+  EXPECT_EQ(HashModule(*m).ToHex(), "71142e7475c606c0a1f2283a72d117d1");
 }
 
 }  // namespace

@@ -55,7 +55,7 @@ TEST(RandomModule, HonoursShapeAndTypeOptions) {
   options.dtypes = {DType::kF16, DType::kI8};
   options.max_parameters = 1;
   options.max_results = 1;
-  const std::set<DType> allowed = {DType::kF16, DType::kI8,  DType::kBool,
+  const std::set<DType> allowed = {DType::kF16, DType::kI8,  DType::kBool, DType::kU8,
                                    DType::kI32, DType::kI64, DType::kU32};
   for (uint64_t seed = 0; seed < 300; ++seed) {
     std::unique_ptr<Module> m = RandomModule(seed, options);
