@@ -1,6 +1,7 @@
 // Randomized gradient checks: small random f64 graphs of differentiable elementwise, movement,
-// reduction and contraction ops, built with the Builder from a seed, each checked against central
-// differences on the reference interpreter.
+// indexing (gather, scatter_add, dynamic slices, sort, select), reduction and contraction ops,
+// built with the Builder from a seed, each checked against central differences on the reference
+// interpreter.
 //
 // The generator keeps values bounded and away from singular points: log/sqrt/rsqrt/div only see
 // x^2 + 1, exp sees tanh(x). Non-differentiable points (ties of max between different functions,
@@ -59,9 +60,11 @@ class RandomGraph {
 
   Value* Step() {
     Value* x = Pick();
-    switch (Uniform(0, 6)) {
+    switch (Uniform(0, 7)) {
       case 0:
         return UnaryStep(x);
+      case 7:
+        return x->type().rank() > 0 ? IndexStep(x) : UnaryStep(x);
       case 1:
       case 2:
         return BinaryStep(x, Partner(x));
@@ -167,6 +170,61 @@ class RandomGraph {
     }
   }
 
+  Value* I32(std::vector<int64_t> dims, std::vector<int32_t> v) {
+    return b_.Constant(Literal::FromVector<int32_t>(DType::kI32, Shape(std::move(dims)), v));
+  }
+
+  // Ops with index or predicate operands: gather, scatter_add, dynamic_slice,
+  // dynamic_update_slice, sort, select, pow. Indices are random constants, sometimes out of range
+  // (gather and dynamic_slice clamp, scatter_add drops).
+  Value* IndexStep(Value* x) {
+    const Shape& s = x->shape();
+    const int64_t rank = s.rank();
+    const int64_t axis = Uniform(0, rank - 1);
+    switch (Uniform(0, 5)) {
+      case 0:
+      case 1: {
+        const int64_t n = Uniform(1, 3);
+        std::vector<int32_t> idx;
+        for (int64_t i = 0; i < n; ++i)
+          idx.push_back(static_cast<int32_t>(Uniform(-1, s.dim(axis))));
+        const ir::GatherAttrs a{axis, 0};
+        Value* indices = I32({n}, idx);
+        Value* g = b_.Build1(OpKind::kGather, {x, indices}, a);
+        if (Uniform(0, 1) == 0) return g;
+        // Scatter a function of the gathered values back into x.
+        return b_.Build1(OpKind::kScatterAdd, {x, indices, b_.Unary(OpKind::kSin, g)}, a);
+      }
+      case 2: {
+        std::vector<Value*> ops = {x};
+        std::vector<int64_t> sizes;
+        for (int64_t d = 0; d < rank; ++d) {
+          sizes.push_back(Uniform(1, s.dim(d)));
+          ops.push_back(I32({}, {static_cast<int32_t>(Uniform(-1, s.dim(d)))}));
+        }
+        Value* slice = b_.Build1(OpKind::kDynamicSlice, ops, ir::DynamicSliceAttrs{sizes});
+        if (Uniform(0, 1) == 0) return slice;
+        ops[0] = Partner(x);
+        ops.insert(ops.begin() + 1, b_.Unary(OpKind::kTanh, slice));
+        return b_.Build1(OpKind::kDynamicUpdateSlice, ops);
+      }
+      case 3: {
+        Value* y = Partner(x);
+        std::vector<Value*> r =
+            b_.Build(OpKind::kSort, {x, y}, ir::SortAttrs{axis, Uniform(0, 1) == 1});
+        return Uniform(0, 1) == 0 ? r[0] : b_.Mul(r[0], r[1]);
+      }
+      case 4: {
+        Value* y = Partner(x);
+        return b_.Select(b_.Compare(ir::CompareDir::kLt, x, y), b_.Mul(x, y),
+                         b_.Unary(OpKind::kCos, y));
+      }
+      default:  // (exp(tanh x)) ^ y: a positive base
+        return b_.Binary(OpKind::kPow, b_.Unary(OpKind::kExp, b_.Unary(OpKind::kTanh, x)),
+                         Partner(x));
+    }
+  }
+
   Value* ShapeStep(Value* x) {
     const Shape& s = x->shape();
     if (Uniform(0, 1) == 0 || s.rank() >= 3) return b_.Reshape(x, Shape{s.NumElements()});
@@ -216,24 +274,25 @@ class RandomGraph {
 
 TEST(GradRandomTest, RandomGraphs) {
   int64_t checked = 0;
-  for (uint64_t seed = 1; seed <= 300; ++seed) {
+  for (uint64_t seed = 1; seed <= 500; ++seed) {
     std::mt19937_64 rng(seed);
     std::vector<TensorType> params;
     const int64_t num_params = std::uniform_int_distribution<int64_t>(1, 3)(rng);
     for (int64_t i = 0; i < num_params; ++i) {
       std::vector<int64_t> dims(
           static_cast<size_t>(std::uniform_int_distribution<int64_t>(0, 3)(rng)));
-      for (int64_t& d : dims) d = std::uniform_int_distribution<int64_t>(1, 3)(rng);
+      for (int64_t& d : dims) d = std::uniform_int_distribution<int64_t>(1, 4)(rng);
       params.push_back(F64(dims));
     }
-    const int steps = static_cast<int>(std::uniform_int_distribution<int64_t>(2, 8)(rng));
+    const int steps = static_cast<int>(std::uniform_int_distribution<int64_t>(3, 12)(rng));
     checked += CheckGradients(
         fmt::format("random graph seed {}", seed), params,
         [&](Builder& b, const Values& p) { return RandomGraph(b, seed).Build(p, steps); },
         {.tol = 1e-5, .seed = seed});
     if (HasFailure()) break;
   }
-  EXPECT_GT(checked, 1000);
+  EXPECT_GT(checked, 5000);
+  RecordProperty("checked_elements", static_cast<int>(checked));
 }
 
 }  // namespace
