@@ -83,7 +83,7 @@ VjpTable BuildTable() {
   return t;
 }
 
-// The backward pass over one function. See Note [Reverse walk] in docs/autodiff.md: nodes are
+// The backward pass over one function (docs/autodiff.md, "How BuildVjp works"): nodes are
 // visited in reverse execution order, so every use of a value has contributed its cotangent
 // before the value's producer is visited.
 class ReverseWalk {
@@ -247,14 +247,12 @@ std::unique_ptr<ir::Module> GradModule(const ir::Module& m, int output_index,
   std::vector<Value*> results = f->results();
   results.insert(results.end(), grads.begin(), grads.end());
   f->set_results(std::move(results));
-  if (f->IndexOf(seed->node()) >= 0 && seed->node() != nullptr) {
-    // The seed is unused when no gradient flows; erase it then.
-    bool used = false;
-    for (const auto& n : f->nodes())
-      for (Value* v : n->operands()) used = used || v == seed;
-    for (Value* v : f->results()) used = used || v == seed;
-    if (!used) f->EraseNode(seed->node());
-  }
+  // The seed is unused when no gradient flows (no wrt value influences the output); erase it.
+  bool used = false;
+  for (const auto& n : f->nodes())
+    for (Value* v : n->operands()) used = used || v == seed;
+  for (Value* v : f->results()) used = used || v == seed;
+  if (!used) f->EraseNode(seed->node());
   return g;
 }
 

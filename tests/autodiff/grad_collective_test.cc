@@ -93,6 +93,28 @@ TEST(GradCollectiveTest, CollectivePermute) {
           On(n));
 }
 
+TEST(GradCollectiveTest, ChainOfCollectives) {
+  // h = tanh(x @ w): [4, 2]; gathered: [4n, 2]; scattered: [4, 2]; exchanged: [4/n, 2n];
+  // all_reduce max of r * h; then a * collective_permute(a) over a cycle.
+  for (int64_t n : {2, 4})
+    CheckGradients(
+        fmt::format("collective chain on {}", n), {F64({4, 3}), F64({3, 2})},
+        [n](Builder& b, const Values& p) {
+          Value* h = b.Unary(OpKind::kTanh, b.MatMul(p[0], p[1]));
+          Value* s = b.Build1(OpKind::kAllGather, {h}, ir::AllGatherAttrs{0, {}});
+          Value* r = b.Build1(OpKind::kReduceScatter, {b.Mul(s, s)},
+                              ir::ReduceScatterAttrs{ReduceKind::kSum, 0, {}});
+          Value* m =
+              b.Build1(OpKind::kAllReduce, {b.Mul(r, h)}, ir::AllReduceAttrs{ReduceKind::kMax, {}});
+          Value* a = b.Build1(OpKind::kAllToAll, {b.Add(m, h)}, ir::AllToAllAttrs{0, 1, {}});
+          ReplicaGroups cycle;
+          for (int64_t i = 0; i < n; ++i) cycle.push_back({i, (i + 1) % n});
+          return b.Mul(
+              a, b.Build1(OpKind::kCollectivePermute, {a}, ir::CollectivePermuteAttrs{cycle}));
+        },
+        On(n));
+}
+
 TEST(GradCollectiveTest, OptimizationBarrier) {
   CheckGradients("optimization_barrier", {F64({3}), F64({2})}, [](Builder& b, const Values& p) {
     std::vector<Value*> r = b.Build(OpKind::kOptimizationBarrier, {p[0], p[1]});
