@@ -40,11 +40,7 @@ Literal Bits(DType dtype, Shape shape, const std::vector<uint64_t>& bits) {
   Literal lit(TensorType(dtype, std::move(shape)));
   AXLE_CHECK(static_cast<int64_t>(bits.size()) == lit.NumElements(), "Bits: {} values for {}",
              bits.size(), lit.type().ToString());
-  const size_t w = static_cast<size_t>(DTypeSize(dtype));
-  for (size_t i = 0; i < bits.size(); ++i) {
-    // Little-endian hosts only (as the whole project): the low `w` bytes of the pattern.
-    std::memcpy(lit.mutable_bytes().data() + i * w, &bits[i], w);
-  }
+  for (size_t i = 0; i < bits.size(); ++i) SetElementBits(lit, static_cast<int64_t>(i), bits[i]);
   return lit;
 }
 
@@ -123,13 +119,6 @@ int64_t UlpDistance(uint64_t a, uint64_t b, int bits) {
   __int128 d = ordered(a) - ordered(b);
   if (d < 0) d = -d;
   return d > INT64_MAX ? INT64_MAX : static_cast<int64_t>(d);
-}
-
-uint64_t ElementBits(const Literal& lit, int64_t i) {
-  uint64_t bits = 0;
-  const size_t w = static_cast<size_t>(DTypeSize(lit.dtype()));
-  std::memcpy(&bits, lit.bytes().data() + static_cast<size_t>(i) * w, w);
-  return bits;
 }
 
 }  // namespace
