@@ -127,12 +127,33 @@ bool Literal::IsSplat() const {
   return true;
 }
 
+uint64_t ElementBits(const Literal& lit, int64_t i) {
+  const size_t w = static_cast<size_t>(DTypeSize(lit.dtype()));
+  uint64_t bits = 0;
+  std::memcpy(&bits, lit.bytes().data() + static_cast<size_t>(i) * w, w);  // little-endian host
+  return bits;
+}
+
+void SetElementBits(Literal& lit, int64_t i, uint64_t bits) {
+  const size_t w = static_cast<size_t>(DTypeSize(lit.dtype()));
+  std::memcpy(lit.mutable_bytes().data() + static_cast<size_t>(i) * w, &bits, w);
+}
+
 std::string FormatElement(const Literal& lit, int64_t i) {
   const DType t = lit.dtype();
   if (t == DType::kBool) return lit.data<uint8_t>()[i] ? "true" : "false";
   if (IsInteger(t)) return fmt::format("{}", lit.GetInt64(i));
   double v = lit.GetDouble(i);
-  if (std::isnan(v)) return "nan";
+  if (std::isnan(v)) {
+    // Note [NaN payloads]: the default quiet NaN prints as `nan`; any other NaN bit pattern
+    // (a sign bit, a payload, as 0*inf gives on x86) prints its storage bits, `nan.0xffc00000`,
+    // so printing and parsing keep every bit (bitcast_convert can observe them).
+    const uint64_t bits = ElementBits(lit, i);
+    Literal canonical(TensorType(t, Shape{}));
+    canonical.SetDouble(0, std::numeric_limits<double>::quiet_NaN());
+    if (bits == ElementBits(canonical, 0)) return "nan";
+    return fmt::format("nan.0x{:x}", bits);
+  }
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   // Shortest round-trip text: f64 as double, the narrower floats as float (exact for all).
   if (t == DType::kF64) return fmt::format("{}", v);

@@ -75,8 +75,13 @@ class Literal {
   std::vector<uint8_t> bytes_;
 };
 
+// The storage bits of element i, zero-extended (e.g. 0x3f80 for a bf16 1.0), and the inverse.
+uint64_t ElementBits(const Literal& lit, int64_t i);
+void SetElementBits(Literal& lit, int64_t i, uint64_t bits);
+
 // Element formatting shared by the printer and Literal::ToString: the shortest text that parses
-// back to the same value ("1", "0.5", "-0", "nan", "inf", "true").
+// back to the same bits ("1", "0.5", "-0", "nan", "inf", "true"; a NaN other than the default
+// quiet NaN prints its storage bits: "nan.0xffc00000").
 std::string FormatElement(const Literal& lit, int64_t i);
 
 }  // namespace axle::ir

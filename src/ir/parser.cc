@@ -113,6 +113,21 @@ std::pair<int64_t, int64_t> IntegerRange(DType t) {
   }
 }
 
+// Stores `nan.0xBITS` (a NaN spelled by its storage bits) as element i of float literal `lit`.
+void SetNanBits(Literal& lit, int64_t i, const AttrValue& v, std::string_view op) {
+  const std::string_view hex = std::string_view(v.text).substr(6);
+  uint64_t bits = 0;
+  auto [ptr, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), bits, 16);
+  const int width = BitWidth(lit.dtype());
+  if (hex.empty() || ec != std::errc() || ptr != hex.data() + hex.size() ||
+      (width < 64 && bits >> width != 0))
+    FailAt(v.loc, "{}: '{}' is not a {}-bit NaN pattern (nan.0x followed by hex digits)", op,
+           v.text, width);
+  SetElementBits(lit, i, bits);
+  if (!std::isnan(lit.GetDouble(i)))
+    FailAt(v.loc, "{}: {} is not a NaN bit pattern for {}", op, v.text, DTypeName(lit.dtype()));
+}
+
 // Stores the element text `v` as element i of `lit`, with the exact value it spells.
 void SetElement(Literal& lit, int64_t i, const AttrValue& v, std::string_view op) {
   const DType t = lit.dtype();
@@ -133,6 +148,9 @@ void SetElement(Literal& lit, int64_t i, const AttrValue& v, std::string_view op
     double d;
     if (v.kind == AttrValue::Kind::kNumber) {
       d = ParseFloatText(v.text, t, v.loc, op);
+    } else if (v.kind == AttrValue::Kind::kIdent && v.text.starts_with("nan.0x")) {
+      SetNanBits(lit, i, v, op);  // See Note [NaN payloads] in literal.cc.
+      return;
     } else if (v.kind == AttrValue::Kind::kIdent && (v.text == "nan" || v.text == "inf")) {
       d = v.text == "nan" ? std::numeric_limits<double>::quiet_NaN()
                           : std::numeric_limits<double>::infinity();
