@@ -10,7 +10,7 @@ ci_flags=()
 if [ "${CI:-}" = "true" ]; then ci_flags=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG"); fi
 if [ "${1:-}" = "--sanitize" ]; then
   export AXLE_BUILD_DIR=build-asan
-  [ "${CI:-}" = "true" ] && ci_flags=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG")
+  [ "${CI:-}" = "true" ] && ci_flags=(-DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -DNDEBUG")
   scripts/build.sh -DAXLE_SANITIZE=ON "${ci_flags[@]}"
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
 else
