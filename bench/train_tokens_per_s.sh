@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Training throughput of `axle train` next to PyTorch eager on the same machine: tokens/s of the
+# "small" GPT-2 (vocab 256, n_positions 256, n_embd 384, n_layer 6, n_head 6), batch 4 x seq 64,
+# AdamW (lr 3e-4, weight decay 0.1, grad clip 1.0), no dropout. See bench/README.md.
+#
+#   bench/train_tokens_per_s.sh
+#   STEPS=30 AXLE=build-x/axle TORCH_THREADS=1 bench/train_tokens_per_s.sh
+#
+# Environment: STEPS (default 20), SKIP (default 2: the first steps are compile / warmup and are
+# not timed), AXLE (default build/axle), PYTHON (default /usr/bin/python3, must have torch),
+# TORCH_THREADS (default: the core count). Either side is skipped with a note when it cannot run.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+AXLE="${AXLE:-build/axle}"
+PYTHON="${PYTHON:-/usr/bin/python3}"
+STEPS="${STEPS:-20}"
+SKIP="${SKIP:-2}"
+CORES="$(nproc)"
+TORCH_THREADS="${TORCH_THREADS:-$CORES}"
+BATCH=4
+SEQ=64
+
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/axle_bench.XXXXXX")"
+trap 'rm -rf "$TMP"' EXIT
+
+echo "machine: $CORES cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "workload: small GPT-2, batch $BATCH x seq $SEQ, $STEPS steps, first $SKIP not timed"
+
+axle_tps=""
+if [[ -x "$AXLE" ]]; then
+  if "$AXLE" train --config small --steps "$STEPS" --batch "$BATCH" --seq "$SEQ" --lr 3e-4 \
+       --weight-decay 0.1 --grad-clip 1.0 --dropout 0 --log-json "$TMP/axle.jsonl" \
+       > "$TMP/axle.out" 2>&1; then
+    # Tokens over time of the timed steps (not the mean of per-step rates, which overweights
+    # fast steps). step_s is the wall time of a step; compile_s, when a step compiled, is in it.
+    axle_tps="$("$PYTHON" - "$TMP/axle.jsonl" "$SKIP" "$BATCH" "$SEQ" <<'PY'
+import json, sys
+path, skip, b, t = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+rows = [json.loads(l) for l in open(path) if l.strip()]
+timed = [r for r in rows if "step" in r and int(r["step"]) >= skip]
+secs = sum(float(r["step_s"]) for r in timed)
+compile_s = sum(float(r.get("compile_s", 0)) for r in rows if "step" in r and int(r["step"]) < skip)
+print(f"{b * t * len(timed) / secs:.1f} {compile_s:.2f}" if timed and secs > 0 else "")
+PY
+)"
+    [[ -n "$axle_tps" ]] || echo "axle: no timed steps in its log ($TMP/axle.jsonl)"
+  else
+    echo "axle: '$AXLE train' failed:"; tail -5 "$TMP/axle.out"
+  fi
+else
+  echo "axle: $AXLE is not an executable (build it, or set AXLE=path/to/axle); skipped"
+fi
+
+torch_tps=""
+if "$PYTHON" -c "import torch" >/dev/null 2>&1; then
+  if "$PYTHON" "$ROOT/bench/torch_gpt2_train.py" --steps "$STEPS" --skip "$SKIP" --batch "$BATCH" \
+       --seq "$SEQ" --threads "$TORCH_THREADS" > "$TMP/torch.jsonl" 2> "$TMP/torch.err"; then
+    torch_tps="$("$PYTHON" -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print("%.1f" % s["summary"]["tokens_per_s"])' "$TMP/torch.jsonl")"
+  else
+    echo "torch: the benchmark failed:"; tail -5 "$TMP/torch.err"
+  fi
+else
+  echo "torch: '$PYTHON -c \"import torch\"' fails; skipped"
+fi
+
+echo
+printf '%-26s %14s\n' "" "tokens/s"
+printf '%-26s %14s\n' "axle train" "${axle_tps%% *}"
+[[ -n "$axle_tps" ]] && printf '%-26s %14s\n' "  (compile, s)" "${axle_tps##* }"
+printf '%-26s %14s\n' "pytorch eager ($TORCH_THREADS thr)" "$torch_tps"
+if [[ -n "$axle_tps" && -n "$torch_tps" ]]; then
+  printf '%-26s %14s\n' "axle / pytorch" "$(awk -v a="${axle_tps%% *}" -v t="$torch_tps" 'BEGIN{printf "%.2fx", a/t}')"
+fi
+[[ -n "$axle_tps" || -n "$torch_tps" ]]
