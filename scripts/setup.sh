@@ -7,6 +7,7 @@ packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev  # toolchain (clang: the libFuzzer target)
   libgtest-dev                                   # tests
   libfmt-dev nlohmann-json3-dev libxxhash-dev libcli11-dev
+  libopenblas-dev                                # BLAS for dot_general on the CPU
   python3-numpy                                  # golden-value scripts and the example check
 )
 

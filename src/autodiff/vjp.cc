@@ -88,7 +88,8 @@ VjpTable BuildTable() {
 // before the value's producer is visited.
 class ReverseWalk {
  public:
-  explicit ReverseWalk(Builder& b) : b_(b), f_(*b.function()) {}
+  ReverseWalk(Builder& b, const std::unordered_set<const Value*>* stop)
+      : b_(b), f_(*b.function()), stop_(stop) {}
 
   std::vector<Value*> Run(std::span<Value* const> outputs, std::span<Value* const> cotangents,
                           std::span<Value* const> wrt);
@@ -104,6 +105,7 @@ class ReverseWalk {
   std::unordered_set<const Node*> relevant_;      // on a path wrt -> outputs
   std::unordered_set<const Value*> depends_;      // values that depend on some wrt value
   std::unordered_map<const Value*, Value*> cot_;  // accumulated cotangents
+  const std::unordered_set<const Value*>* stop_;  // values no cotangent flows into (nullable)
 };
 
 void ReverseWalk::MarkRelevant(std::span<Value* const> outputs, std::span<Value* const> wrt) {
@@ -112,7 +114,8 @@ void ReverseWalk::MarkRelevant(std::span<Value* const> outputs, std::span<Value*
     bool dep = std::any_of(n->operands().begin(), n->operands().end(),
                            [&](Value* v) { return depends_.count(v) > 0; });
     if (dep)
-      for (Value* r : n->results()) depends_.insert(r);
+      for (Value* r : n->results())
+        if (stop_ == nullptr || !stop_->count(r)) depends_.insert(r);
   }
   std::unordered_set<const Node*> needed;
   for (Value* o : outputs) needed.insert(o->node());
@@ -216,8 +219,9 @@ const VjpEntry* GetVjp(ir::OpKind op) {
 
 std::vector<ir::Value*> BuildVjp(ir::Builder& b, std::span<ir::Value* const> outputs,
                                  std::span<ir::Value* const> output_cotangents,
-                                 std::span<ir::Value* const> wrt) {
-  return ReverseWalk(b).Run(outputs, output_cotangents, wrt);
+                                 std::span<ir::Value* const> wrt,
+                                 const std::unordered_set<const ir::Value*>* stop_gradient) {
+  return ReverseWalk(b, stop_gradient).Run(outputs, output_cotangents, wrt);
 }
 
 std::unique_ptr<ir::Module> GradModule(const ir::Module& m, int output_index,

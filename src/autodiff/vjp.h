@@ -19,6 +19,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/builder.h"
@@ -63,9 +64,13 @@ const VjpEntry* GetVjp(ir::OpKind op);
 // again, so the function only grows by what the gradients need.
 // Throws axle::Error when a gradient would have to flow through a not-differentiable op, naming
 // the node and the reason.
+//
+// `stop_gradient` (optional) lists values treated as constants: no cotangent flows into them
+// (the frontend's detach() and no_grad regions).
 std::vector<ir::Value*> BuildVjp(ir::Builder& b, std::span<ir::Value* const> outputs,
                                  std::span<ir::Value* const> output_cotangents,
-                                 std::span<ir::Value* const> wrt);
+                                 std::span<ir::Value* const> wrt,
+                                 const std::unordered_set<const ir::Value*>* stop_gradient = nullptr);
 
 // A copy of `m` whose entry function returns (its results..., d result[output_index] /
 // d parameter[p] for p in wrt_params). The output must be a float scalar (its cotangent seed is

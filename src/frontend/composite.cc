@@ -1,0 +1,166 @@
+// Composite ops, written with Tensor calls so that they decompose into IR primitives (the
+// compiler fuses them back). Each follows PyTorch's definition; tests/frontend checks them
+// against their definitions on the interpreter and by finite differences in f64.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "frontend/lazy.h"
+#include "frontend/ops_internal.h"
+
+namespace axle {
+namespace detail {
+ir::Value* NextRandomBits(const Dims& shape);  // autograd.cc
+}
+
+namespace {
+void CheckFloat(const Tensor& x, std::string_view op) {
+  if (!IsFloat(x.dtype())) Fail("{}: needs a floating tensor, got {}", op, x.type_string());
+}
+
+Dims TrailingDims(const Tensor& x, const Dims& normalized_shape, std::string_view op) {
+  const int64_t n = static_cast<int64_t>(normalized_shape.size());
+  bool ok = n >= 1 && n <= x.dim();
+  for (int64_t i = 0; ok && i < n; ++i)
+    ok = x.size(x.dim() - n + i) == normalized_shape[static_cast<size_t>(i)];
+  if (!ok)
+    Fail("{}: normalized_shape [{}] is not the trailing shape of the input {}", op,
+         fmt::join(normalized_shape, ","), x.type_string());
+  Dims dims;
+  for (int64_t i = x.dim() - n; i < x.dim(); ++i) dims.push_back(i);
+  return dims;
+}
+
+void CheckAffine(const Tensor& p, const Dims& normalized_shape, std::string_view op,
+                 std::string_view what) {
+  if (p.defined() && p.sizes() != normalized_shape)
+    Fail("{}: {} is {} but normalized_shape is [{}]", op, what, p.type_string(),
+         fmt::join(normalized_shape, ","));
+}
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  CheckFloat(x, "softmax");
+  const int64_t d = detail::NormDim(dim, x.dim(), "softmax");
+  // Subtracting the max keeps exp in range; the max carries no gradient (it cancels).
+  Tensor e = (x - x.amax({d}, true).detach()).exp();
+  return e / e.sum({d}, true);
+}
+
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  CheckFloat(x, "log_softmax");
+  const int64_t d = detail::NormDim(dim, x.dim(), "log_softmax");
+  Tensor shifted = x - x.amax({d}, true).detach();
+  return shifted - shifted.exp().sum({d}, true).log();
+}
+
+Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  CheckFloat(x, "layer_norm");
+  const Dims dims = TrailingDims(x, normalized_shape, "layer_norm");
+  CheckAffine(weight, normalized_shape, "layer_norm", "weight");
+  CheckAffine(bias, normalized_shape, "layer_norm", "bias");
+  Tensor mean = x.mean(dims, true);
+  Tensor centered = x - mean;
+  Tensor var = (centered * centered).mean(dims, true);  // biased, as PyTorch's layer_norm
+  Tensor y = centered * (var + eps).rsqrt();
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return y;
+}
+
+Tensor rms_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& weight, double eps) {
+  CheckFloat(x, "rms_norm");
+  const Dims dims = TrailingDims(x, normalized_shape, "rms_norm");
+  CheckAffine(weight, normalized_shape, "rms_norm", "weight");
+  Tensor y = x * ((x * x).mean(dims, true) + eps).rsqrt();
+  return weight.defined() ? y * weight : y;
+}
+
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  CheckFloat(x, "gelu");
+  if (approximate == "none") return x * 0.5 * (1.0 + (x * M_SQRT1_2).erf());
+  if (approximate == "tanh") {
+    const double k = std::sqrt(2.0 / M_PI);
+    return 0.5 * x * (1.0 + (k * (x + 0.044715 * x * x * x)).tanh());
+  }
+  Fail("gelu: approximate must be \"none\" or \"tanh\", got \"{}\"", approximate);
+}
+
+Tensor silu(const Tensor& x) {
+  CheckFloat(x, "silu");
+  return x * x.sigmoid();
+}
+
+Tensor relu(const Tensor& x) { return maximum(x, zeros_like(x)); }
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  CheckFloat(x, "dropout");
+  if (p < 0 || p > 1) Fail("dropout: probability has to be between 0 and 1, but got {}", p);
+  if (!training || p == 0) return x;
+  if (p == 1) return x * 0.0;
+  // keep where the top 24 random bits, as a fraction, are >= p.
+  ir::Value* bits = detail::NextRandomBits(x.sizes());
+  Tensor u = detail::MakePending(bits, false);
+  Tensor keep = (u / 256.0).floor() >= std::ceil(p * 16777216.0);  // exact in f32
+  return where(keep, x * (1.0 / (1.0 - p)), 0.0);
+}
+
+Tensor embedding(const Tensor& indices, const Tensor& weight) {
+  if (IsFloat(indices.dtype()) || indices.dtype() == DType::kBool)
+    Fail("embedding: indices must be integers, got {}", indices.type_string());
+  if (weight.dim() != 2)
+    Fail("embedding: weight must be [num_embeddings, embedding_dim], got {}", weight.type_string());
+  ir::Value* g = detail::B().Build1(ir::OpKind::kGather,
+                                    {detail::ValueOf(weight), detail::ValueOf(indices)},
+                                    ir::GatherAttrs{0, 0});
+  return detail::MakePending(g, {&weight});
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+                     const std::string& reduction) {
+  CheckFloat(logits, "cross_entropy");
+  if (IsFloat(targets.dtype()) || targets.dtype() == DType::kBool)
+    Fail("cross_entropy: targets must be class indices (integers), got {}", targets.type_string());
+  if (logits.dim() < 1 || targets.dim() != logits.dim() - 1)
+    Fail("cross_entropy: logits {} need targets of their leading shape, got {}",
+         logits.type_string(), targets.type_string());
+  for (int64_t i = 0; i < targets.dim(); ++i)
+    if (targets.size(i) != logits.size(i))
+      Fail("cross_entropy: logits {} and targets {} differ in dim {}", logits.type_string(),
+           targets.type_string(), i);
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    Fail("cross_entropy: reduction must be \"mean\", \"sum\" or \"none\", got \"{}\"", reduction);
+  const int64_t c = logits.size(-1);
+  Tensor logp = log_softmax(logits, -1);
+  // The target's log-probability via a one-hot mask: compare against an iota over classes.
+  Tensor classes = arange(c, DType::kI64);
+  Tensor t = targets.to(DType::kI64);
+  Tensor onehot = (t.unsqueeze(-1) == classes).to(logits.dtype());
+  Tensor nll = -(logp * onehot).sum({-1});
+  Tensor valid = (t != static_cast<double>(ignore_index)).to(logits.dtype());
+  nll = nll * valid;
+  if (reduction == "none") return nll;
+  if (reduction == "sum") return nll.sum();
+  return nll.sum() / valid.sum();  // NaN when every target is ignored, as in PyTorch
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    bool is_causal) {
+  CheckFloat(q, "scaled_dot_product_attention");
+  if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim() || q.size(-1) != k.size(-1) ||
+      k.size(-2) != v.size(-2))
+    Fail("scaled_dot_product_attention: q {}, k {}, v {} must be [..., T, D] with matching D "
+         "(q, k) and T (k, v)",
+         q.type_string(), k.type_string(), v.type_string());
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  Tensor att = q.matmul(k.mT()) * scale;
+  if (is_causal) {
+    const int64_t tq = q.size(-2), tk = k.size(-2);
+    Tensor mask = ones({tq, tk}, DType::kBool).tril().logical_not();  // true above the diagonal
+    att = att.masked_fill(mask, -std::numeric_limits<double>::infinity());
+  }
+  return softmax(att, -1).matmul(v);
+}
+
+}  // namespace axle

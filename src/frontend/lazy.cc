@@ -1,0 +1,582 @@
+// The lazy runtime: the trace, sync() (graph cut, executable cache, launch), the execution
+// thread, metrics and recompilation reports. See lazy.h for the model.
+#include "frontend/lazy.h"
+#include "frontend/ops_internal.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <iostream>
+#include <map>
+#include <thread>
+
+#include "axle/metrics.h"
+#include "core/flags.h"
+#include "ir/hash.h"
+#include "ir/verifier.h"
+
+namespace axle::detail {
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+// ---- Metrics (written by the tracing thread and the execution thread) ---------------------------
+std::mutex g_metrics_mu;
+Metrics g_metrics;
+
+template <typename F>
+void UpdateMetrics(F&& f) {
+  std::lock_guard<std::mutex> lock(g_metrics_mu);
+  f(g_metrics);
+}
+
+// ---- The execution thread ------------------------------------------------------------------------
+struct Job {
+  runtime::Executable* exe = nullptr;
+  std::vector<std::shared_ptr<AsyncBuffer>> args;
+  std::vector<bool> donate;
+  // Weak: a result nobody holds any more is dropped (and does not block donation later).
+  std::vector<std::weak_ptr<AsyncBuffer>> outputs;
+};
+
+class Executor {
+ public:
+  ~Executor() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void Launch(Job job) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+    queue_.push_back(std::move(job));
+    ++launched_;
+    cv_.notify_all();
+  }
+
+  void WaitAll() {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return finished_ == launched_; });
+  }
+
+ private:
+  void Loop() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      Run(job);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++finished_;
+      }
+      done_cv_.notify_all();
+    }
+  }
+
+  static void Run(Job& job) {
+    try {
+      std::vector<runtime::BufferPtr> args;
+      args.reserve(job.args.size());
+      for (size_t i = 0; i < job.args.size(); ++i)
+        args.push_back(job.donate[i] ? job.args[i]->Take() : job.args[i]->Get());
+      job.args.clear();  // donated AsyncBuffers are empty now; drop them
+      const auto start = std::chrono::steady_clock::now();
+      std::vector<runtime::BufferPtr> out = job.exe->Execute(std::move(args));
+      const double secs = Seconds(start);
+      UpdateMetrics([&](Metrics& m) { m.execute_s += secs; });
+      for (size_t i = 0; i < out.size(); ++i)
+        if (auto o = job.outputs[i].lock()) o->Set(std::move(out[i]));
+    } catch (...) {
+      for (auto& w : job.outputs)
+        if (auto o = w.lock()) o->SetError(std::current_exception());
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  std::deque<Job> queue_;
+  std::thread thread_;
+  bool stop_ = false;
+  int64_t launched_ = 0, finished_ = 0;
+};
+
+Executor& GetExecutor() {
+  static Executor* executor = new Executor();  // leaked on purpose: outlives static tensors
+  return *executor;
+}
+
+// ---- The executable cache --------------------------------------------------------------------
+// What a recompilation report compares: the graph's inputs and nodes in trace order.
+struct Signature {
+  struct Input {
+    std::string type, origin;
+  };
+  struct NodeSig {
+    std::string op, type, where;
+  };
+  std::vector<Input> inputs;
+  std::vector<NodeSig> nodes;
+};
+
+struct CacheEntry {
+  std::unique_ptr<runtime::Executable> exe;
+  Signature signature;
+  int64_t number = 0;  // 1 for the first graph compiled, ...
+  int64_t sync = 0;    // the sync() that compiled it
+};
+
+struct Cache {
+  std::map<std::pair<std::string, std::string>, CacheEntry> entries;  // (backend, hash) -> entry
+};
+
+Cache& GetCache() {
+  static Cache* cache = new Cache();
+  return *cache;
+}
+
+std::string g_backend = "cpu";
+bool g_grad_enabled = true;
+std::vector<std::string> g_scopes;
+uint64_t g_next_id = 1;
+uint64_t g_next_epoch = 1;
+
+std::unique_ptr<Trace>& TracePtr() {
+  static std::unique_ptr<Trace> trace = std::make_unique<Trace>();
+  return trace;
+}
+
+std::string Where(const ir::Node& n, const Trace& t) {
+  std::string s;
+  auto it = t.scope_of.find(&n);
+  if (it != t.scope_of.end() && !it->second.empty()) s = "in " + it->second;
+  if (n.loc().known()) s += (s.empty() ? "at " : ", at ") + n.loc().ToString();
+  return s;
+}
+
+// Explains, in one paragraph, how `sig` differs from the closest cached graph.
+std::string ExplainMiss(const Signature& sig, int64_t number, const std::string& hash) {
+  const CacheEntry* best = nullptr;
+  size_t best_prefix = 0;
+  int64_t best_input_diffs = 0;
+  // Closest: fewest inputs of another type, then the longest common prefix of node ops.
+  for (const auto& [key, e] : GetCache().entries) {
+    if (key.first != g_backend) continue;
+    const Signature& o = e.signature;
+    size_t prefix = 0;
+    while (prefix < sig.nodes.size() && prefix < o.nodes.size() &&
+           sig.nodes[prefix].op == o.nodes[prefix].op)
+      ++prefix;
+    int64_t input_diffs = std::abs(static_cast<int64_t>(sig.inputs.size()) -
+                                   static_cast<int64_t>(o.inputs.size()));
+    for (size_t i = 0; i < std::min(sig.inputs.size(), o.inputs.size()); ++i)
+      input_diffs += sig.inputs[i].type != o.inputs[i].type;
+    if (best == nullptr || input_diffs < best_input_diffs ||
+        (input_diffs == best_input_diffs && prefix > best_prefix)) {
+      best = &e;
+      best_prefix = prefix;
+      best_input_diffs = input_diffs;
+    }
+  }
+  // The first non-parameter node whose op or type differs (parameters are reported as inputs).
+  if (best != nullptr) {
+    const Signature& o = best->signature;
+    best_prefix = 0;
+    while (best_prefix < sig.nodes.size() && best_prefix < o.nodes.size() &&
+           sig.nodes[best_prefix].op == o.nodes[best_prefix].op &&
+           (sig.nodes[best_prefix].type == o.nodes[best_prefix].type ||
+            sig.nodes[best_prefix].op == "parameter"))
+      ++best_prefix;
+  }
+  std::string s = fmt::format(
+      "axle: compiling graph #{} ({} nodes, {} inputs, hash {}) on a cache miss", number,
+      sig.nodes.size(), sig.inputs.size(), hash.substr(0, 12));
+  if (best == nullptr) return s + ": no cached graph to compare with.";
+  const Signature& o = best->signature;
+  s += fmt::format("; the closest cached graph is #{} (compiled at sync {}).", best->number,
+                   best->sync);
+  // Inputs first: a changed batch size or dtype shows up there.
+  int64_t shown = 0;
+  for (size_t i = 0; i < std::min(sig.inputs.size(), o.inputs.size()); ++i) {
+    if (sig.inputs[i].type == o.inputs[i].type) continue;
+    if (shown++ == 0)
+      s += fmt::format(" Input {} is {} here but was {} there ({}).", i, sig.inputs[i].type,
+                       o.inputs[i].type, sig.inputs[i].origin);
+  }
+  if (shown > 1) s += fmt::format(" {} more inputs differ in shape or dtype.", shown - 1);
+  if (sig.inputs.size() != o.inputs.size())
+    s += fmt::format(" This graph has {} inputs, that one {}.", sig.inputs.size(),
+                     o.inputs.size());
+  // Then the first node that differs, with the user code that built it.
+  if (best_prefix < sig.nodes.size() || best_prefix < o.nodes.size()) {
+    auto describe = [](const Signature& g, size_t i) {
+      if (i >= g.nodes.size()) return std::string("the end of the graph");
+      const auto& n = g.nodes[i];
+      return fmt::format("{} : {}{}", n.op, n.type, n.where.empty() ? "" : " (" + n.where + ")");
+    };
+    s += fmt::format(" The graphs first differ at node {}: here {}; there {}.", best_prefix,
+                     describe(sig, best_prefix), describe(o, best_prefix));
+  } else if (shown == 0) {
+    s += " Node ops and types agree; the difference is in attributes or constants (a C++ scalar "
+         "that changes between steps is baked into the graph: pass it as a tensor).";
+  }
+  return s;
+}
+
+}  // namespace
+
+// ---- AsyncBuffer -----------------------------------------------------------------------------
+void AsyncBuffer::Set(runtime::BufferPtr buffer) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    buffer_ = std::move(buffer);
+    ready_ = true;
+  }
+  cv_.notify_all();
+}
+
+void AsyncBuffer::SetError(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    error_ = std::move(error);
+    ready_ = true;
+  }
+  cv_.notify_all();
+}
+
+const runtime::BufferPtr& AsyncBuffer::Get() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return ready_; });
+  if (error_) std::rethrow_exception(error_);
+  AXLE_CHECK(buffer_ != nullptr, "a donated buffer was read after its step took it");
+  return buffer_;
+}
+
+runtime::BufferPtr AsyncBuffer::Take() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return ready_; });
+  if (error_) std::rethrow_exception(error_);
+  return std::move(buffer_);
+}
+
+bool AsyncBuffer::ready() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ready_;
+}
+
+// ---- The trace -------------------------------------------------------------------------------
+Trace::Trace()
+    : module(std::make_unique<ir::Module>("step")),
+      fn(module->AddFunction("main")),
+      builder(fn),
+      epoch(g_next_epoch++) {}
+
+Trace& CurrentTrace() { return *TracePtr(); }
+
+std::string CurrentScope() {
+  std::string s;
+  for (const auto& p : g_scopes) s += (s.empty() ? "" : ".") + p;
+  return s;
+}
+
+ir::Builder& B() { return CurrentTrace().builder; }
+
+ir::Builder& B(const SourceLoc& loc) {
+  Trace& t = CurrentTrace();
+  t.builder.set_loc(loc);
+  return t.builder;
+}
+
+void CountTransferToDevice(int64_t bytes) {
+  UpdateMetrics([&](Metrics& m) {
+    ++m.to_device;
+    m.to_device_bytes += bytes;
+  });
+}
+
+namespace {
+// Gives the nodes built since the last call the current NameScope.
+void RecordScopes(Trace& t) {
+  const size_t n = t.fn->nodes().size();
+  if (!g_scopes.empty()) {
+    const std::string scope = CurrentScope();
+    for (size_t i = std::min(t.scoped, n); i < n; ++i)
+      t.scope_of.emplace(t.fn->nodes()[i].get(), scope);
+  }
+  t.scoped = n;
+}
+
+std::shared_ptr<TensorImpl> NewImpl(ir::TensorType type) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->type = std::move(type);
+  impl->id = g_next_id++;
+  return impl;
+}
+}  // namespace
+
+ir::Value* ValueOf(const Tensor& tensor) {
+  AXLE_CHECK(tensor.defined(), "an undefined tensor (default-constructed Tensor) was used in an op");
+  TensorImpl& impl = *tensor.impl();
+  Trace& t = CurrentTrace();
+  if (impl.value != nullptr && impl.epoch == t.epoch) return impl.value;
+  AXLE_CHECK(impl.data != nullptr, "tensor {} has neither data nor a pending value",
+             impl.type.ToString());
+  auto it = t.input_value.find(impl.data.get());
+  if (it != t.input_value.end()) return it->second;
+  ir::Value* v = t.builder.Parameter(static_cast<int64_t>(t.inputs.size()), impl.type);
+  t.inputs.push_back(impl.data);
+  t.input_value.emplace(impl.data.get(), v);
+  return v;
+}
+
+Tensor MakePending(ir::Value* v, bool requires_grad) {
+  Trace& t = CurrentTrace();
+  auto impl = NewImpl(v->type());
+  impl->value = v;
+  impl->epoch = t.epoch;
+  impl->requires_grad = requires_grad && g_grad_enabled;
+  impl->is_leaf = !impl->requires_grad;
+  if (!g_grad_enabled) t.stop_gradient.insert(v);
+  t.pending.push_back(impl);
+  RecordScopes(t);
+  t.builder.set_loc(SourceLoc{});  // a location set by a creation function ends with its op
+  return Tensor(std::move(impl));
+}
+
+Tensor MakePending(ir::Value* v, std::initializer_list<const Tensor*> inputs) {
+  bool rg = false;
+  for (const Tensor* in : inputs) rg = rg || (in->defined() && in->requires_grad());
+  return MakePending(v, rg);
+}
+
+void Rebind(TensorImpl& impl, ir::Value* v) {
+  Trace& t = CurrentTrace();
+  AXLE_CHECK(v->type() == impl.type, "in-place update of a {} tensor with a {} value",
+             impl.type.ToString(), v->type().ToString());
+  const bool was_pending = impl.value != nullptr && impl.epoch == t.epoch;
+  impl.value = v;
+  impl.epoch = t.epoch;
+  impl.data = nullptr;  // the old buffer is donated to the step if nothing else holds it
+  if (!g_grad_enabled) t.stop_gradient.insert(v);
+  RecordScopes(t);
+  if (!was_pending) t.pending.push_back(impl.weak_from_this());
+}
+
+Tensor MakeMaterialized(runtime::BufferPtr buffer, std::string origin) {
+  auto impl = NewImpl(buffer->type());
+  impl->data = std::make_shared<AsyncBuffer>(std::move(buffer));
+  impl->data->origin = std::move(origin);
+  return Tensor(std::move(impl));
+}
+
+runtime::BufferPtr Materialize(const Tensor& tensor) {
+  AXLE_CHECK(tensor.defined(), "reading an undefined tensor");
+  TensorImpl& impl = *tensor.impl();
+  if (impl.data == nullptr) sync();
+  AXLE_CHECK(impl.data != nullptr, "tensor {} was not computed by sync()", impl.type.ToString());
+  runtime::BufferPtr b = impl.data->Get();
+  UpdateMetrics([&](Metrics& m) {
+    ++m.to_host;
+    m.to_host_bytes += static_cast<int64_t>(b->bytes().size());
+  });
+  return b;
+}
+
+}  // namespace axle::detail
+
+namespace axle {
+using detail::AsyncBuffer;
+using detail::CurrentTrace;
+using detail::Trace;
+using detail::TensorImpl;
+
+void sync() {
+  const auto cut_start = std::chrono::steady_clock::now();
+  std::unique_ptr<Trace>& trace_ptr = detail::TracePtr();
+  Trace& t = *trace_ptr;
+
+  // 1. The results: live tensors with pending values of this trace, in creation order.
+  std::vector<std::shared_ptr<TensorImpl>> live;
+  for (const auto& w : t.pending)
+    if (auto p = w.lock(); p && p->value != nullptr && p->epoch == t.epoch) live.push_back(p);
+  std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) { return a->id < b->id; });
+  live.erase(std::unique(live.begin(), live.end()), live.end());
+
+  std::unordered_map<const ir::Value*, size_t> input_index;
+  for (size_t i = 0; i < t.inputs.size(); ++i) input_index[t.input_value[t.inputs[i].get()]] = i;
+
+  // A tensor whose pending value is an input (an in-place copy of a materialized tensor) takes
+  // that buffer directly; the others become results, each distinct value once.
+  std::vector<ir::Value*> results;
+  std::unordered_map<const ir::Value*, size_t> result_index;
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, size_t>> assign;
+  for (auto& p : live) {
+    if (auto it = input_index.find(p->value); it != input_index.end()) {
+      p->data = t.inputs[it->second];
+      p->value = nullptr;
+      continue;
+    }
+    auto [it, fresh] = result_index.emplace(p->value, results.size());
+    if (fresh) results.push_back(p->value);
+    assign.emplace_back(p, it->second);
+  }
+  if (results.empty()) {
+    trace_ptr = std::make_unique<Trace>();
+    return;
+  }
+
+  // 2. The reachable part of the trace as a clean module; inputs renumbered by first use.
+  std::unordered_set<const ir::Node*> needed;
+  for (ir::Value* r : results) needed.insert(r->node());
+  const auto& nodes = t.fn->nodes();
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
+    if (needed.count(it->get()))
+      for (ir::Value* v : (*it)->operands()) needed.insert(v->node());
+  auto module = std::make_unique<ir::Module>("step");
+  ir::Function* fn = module->AddFunction("main");
+  std::unordered_map<const ir::Value*, ir::Value*> map;
+  std::vector<std::shared_ptr<AsyncBuffer>> args;
+  detail::Signature sig;
+  for (const auto& n : nodes) {
+    if (!needed.count(n.get())) continue;
+    std::vector<ir::Value*> operands;
+    for (ir::Value* v : n->operands()) operands.push_back(map.at(v));
+    ir::Attrs attrs = n->attrs();
+    std::vector<ir::TensorType> types;
+    for (ir::Value* r : n->results()) types.push_back(r->type());
+    if (n->op() == ir::OpKind::kParameter) {
+      const size_t in = input_index.at(n->result());
+      std::get<ir::ParameterAttrs>(attrs).index = static_cast<int64_t>(args.size());
+      args.push_back(t.inputs[in]);
+      sig.inputs.push_back({types[0].ToString(), args.back()->origin});
+    }
+    ir::Node* copy = fn->AddNode(n->op(), std::move(operands), std::move(attrs), types);
+    copy->set_loc(n->loc());
+    for (size_t i = 0; i < n->num_results(); ++i) map[n->result(i)] = copy->result(i);
+    sig.nodes.push_back({std::string(n->name()), types.size() == 1 ? types[0].ToString() : "(...)",
+                         detail::Where(*n, t)});
+  }
+  std::vector<ir::Value*> mapped;
+  for (ir::Value* r : results) mapped.push_back(map.at(r));
+  fn->set_results(std::move(mapped));
+
+  // 3. Donation: inputs that only this trace holds. Then the trace is done.
+  std::vector<bool> donate(args.size());
+  trace_ptr = std::make_unique<Trace>();  // drops the old trace's references
+  for (size_t i = 0; i < args.size(); ++i) donate[i] = args[i].use_count() == 1;
+
+  const std::string hash = ir::HashModule(*module).ToHex();
+  const double cut_s = detail::Seconds(cut_start);
+
+  // 4. The executable: cached, or compiled now.
+  detail::Cache& cache = detail::GetCache();
+  auto key = std::make_pair(detail::g_backend, hash);
+  auto it = cache.entries.find(key);
+  int64_t sync_number = 0;
+  detail::UpdateMetrics([&](Metrics& m) { sync_number = ++m.syncs; });
+  if (it == cache.entries.end()) {
+    const int64_t number = static_cast<int64_t>(cache.entries.size()) + 1;
+    if (flags::debug() && number > 1)
+      std::cerr << detail::ExplainMiss(sig, number, hash) << "\n";
+    const auto start = std::chrono::steady_clock::now();
+    ir::Verify(*module);
+    detail::CacheEntry e;
+    e.exe = runtime::GetBackend(detail::g_backend).Compile(*module);
+    const double secs = detail::Seconds(start);
+    e.signature = std::move(sig);
+    e.number = number;
+    e.sync = sync_number;
+    it = cache.entries.emplace(key, std::move(e)).first;
+    detail::UpdateMetrics([&](Metrics& m) {
+      ++m.compiles;
+      m.compile_s += secs;
+    });
+  } else {
+    detail::UpdateMetrics([&](Metrics& m) { ++m.cache_hits; });
+  }
+
+  // 5. Launch; the tensors get their (future) buffers now.
+  detail::Job job;
+  job.exe = it->second.exe.get();
+  job.args = std::move(args);
+  job.donate = donate;
+  std::vector<std::shared_ptr<AsyncBuffer>> outs(results.size());
+  for (auto& o : outs) {
+    o = std::make_shared<AsyncBuffer>();
+    o->origin = fmt::format("a result of sync {}", sync_number);
+    job.outputs.push_back(o);
+  }
+  for (auto& [impl, index] : assign) {
+    impl->data = outs[index];
+    impl->value = nullptr;
+  }
+  const int64_t n_donated = std::count(donate.begin(), donate.end(), true);
+  detail::UpdateMetrics([&](Metrics& m) {
+    m.trace_cut_s += cut_s;
+    m.donated += n_donated;
+    m.last_graph_nodes = static_cast<int64_t>(fn->nodes().size());
+    m.max_graph_nodes = std::max(m.max_graph_nodes, m.last_graph_nodes);
+    m.last_graph_inputs = static_cast<int64_t>(job.args.size());
+    m.last_graph_outputs = static_cast<int64_t>(results.size());
+  });
+  detail::GetExecutor().Launch(std::move(job));
+}
+
+void wait() { detail::GetExecutor().WaitAll(); }
+
+void set_backend(const std::string& name) {
+  runtime::GetBackend(name);  // throws on an unknown name
+  detail::g_backend = name;
+}
+std::string backend() { return detail::g_backend; }
+
+NoGradGuard::NoGradGuard() : prev_(detail::g_grad_enabled) { detail::g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { detail::g_grad_enabled = prev_; }
+bool grad_enabled() { return detail::g_grad_enabled; }
+
+NameScope::NameScope(const std::string& name) { detail::g_scopes.push_back(name); }
+NameScope::~NameScope() { detail::g_scopes.pop_back(); }
+
+Metrics metrics() {
+  std::lock_guard<std::mutex> lock(detail::g_metrics_mu);
+  return detail::g_metrics;
+}
+
+void reset_metrics() {
+  std::lock_guard<std::mutex> lock(detail::g_metrics_mu);
+  detail::g_metrics = Metrics{};
+}
+
+std::string metrics_report() {
+  const Metrics m = metrics();
+  std::string s;
+  s += fmt::format("Metric: syncs              {}\n", m.syncs);
+  s += fmt::format("Metric: compiles           {} ({:.3f} s)\n", m.compiles, m.compile_s);
+  s += fmt::format("Metric: cache hits         {}\n", m.cache_hits);
+  s += fmt::format("Metric: execute time       {:.3f} s\n", m.execute_s);
+  s += fmt::format("Metric: trace cut + hash   {:.3f} s\n", m.trace_cut_s);
+  s += fmt::format("Metric: to device          {} transfers, {} bytes\n", m.to_device,
+                   m.to_device_bytes);
+  s += fmt::format("Metric: to host            {} transfers, {} bytes\n", m.to_host,
+                   m.to_host_bytes);
+  s += fmt::format("Metric: donated buffers    {}\n", m.donated);
+  s += fmt::format("Metric: graph size         last {} nodes ({} inputs, {} outputs), max {}\n",
+                   m.last_graph_nodes, m.last_graph_inputs, m.last_graph_outputs,
+                   m.max_graph_nodes);
+  return s;
+}
+
+}  // namespace axle

@@ -1,0 +1,107 @@
+// Internals of the lazy tensor runtime (include/axle/tensor.h is the public API).
+//
+// A TensorImpl is in one of two states:
+//   * pending: `value` is a node result in the current trace (an ir::Function under
+//     construction); nothing has run yet;
+//   * materialized: `data` is a device buffer, possibly still being computed by a launched step
+//     (an AsyncBuffer that becomes ready when the step finishes).
+// Using a materialized tensor in an op makes its buffer a parameter of the trace. sync() cuts
+// the trace: every live pending tensor becomes a result, the reachable part of the trace becomes
+// a clean ir::Module (parameters renumbered in order of first use), the module's structural hash
+// selects a cached executable or compiles one, and the step is queued on the execution thread.
+// The results' AsyncBuffers are handed to the tensors at once; reading one waits.
+//
+// Donation: a parameter buffer that no tensor references any more when the trace is cut (the
+// tensor was rebound by an in-place op, as the optimizer does to parameters) is moved into the
+// step, so the executable may reuse its storage for the updated value.
+#pragma once
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "axle/tensor.h"
+#include "ir/builder.h"
+#include "ir/module.h"
+#include "runtime/backend.h"
+
+namespace axle::detail {
+
+// A device buffer that may still be computed by a launched step.
+class AsyncBuffer {
+ public:
+  AsyncBuffer() = default;
+  explicit AsyncBuffer(runtime::BufferPtr ready) : buffer_(std::move(ready)), ready_(true) {}
+  void Set(runtime::BufferPtr buffer);
+  void SetError(std::exception_ptr error);
+  // Waits until ready; rethrows the step's error.
+  const runtime::BufferPtr& Get();
+  // Waits, then takes the buffer out (donation); the AsyncBuffer is empty afterwards.
+  runtime::BufferPtr Take();
+  bool ready();
+
+  std::string origin;  // where the data came from, for recompilation reports
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  runtime::BufferPtr buffer_;
+  std::exception_ptr error_;
+  bool ready_ = false;
+};
+
+struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
+  ir::TensorType type;
+  std::shared_ptr<AsyncBuffer> data;  // materialized (maybe in flight)
+  ir::Value* value = nullptr;         // pending in trace `epoch`
+  uint64_t epoch = 0;
+  uint64_t id = 0;                    // creation order (results are ordered by it)
+  bool requires_grad = false;         // a leaf marked by requires_grad_, or computed from one
+  bool is_leaf = true;
+  std::shared_ptr<TensorImpl> grad;
+};
+
+// The trace under construction. One per process; tracing is single-threaded.
+struct Trace {
+  Trace();
+  std::unique_ptr<ir::Module> module;
+  ir::Function* fn = nullptr;
+  ir::Builder builder;
+  uint64_t epoch = 0;
+  // Materialized buffers used by the trace, in order of first use, and their parameter values.
+  std::vector<std::shared_ptr<AsyncBuffer>> inputs;
+  std::unordered_map<const AsyncBuffer*, ir::Value*> input_value;
+  // Values whose gradient is cut (detach(), no_grad()).
+  std::unordered_set<const ir::Value*> stop_gradient;
+  // Region names (NameScope) of the nodes, for cache-miss reports.
+  std::unordered_map<const ir::Node*, std::string> scope_of;
+  // Tensors that hold pending values of this trace.
+  std::vector<std::weak_ptr<TensorImpl>> pending;
+  size_t scoped = 0;  // nodes before this index have had their scope recorded
+};
+
+Trace& CurrentTrace();
+std::string CurrentScope();
+
+// The IR value of `t` in the current trace (a parameter for a materialized tensor).
+ir::Value* ValueOf(const Tensor& t);
+// A new pending tensor for `v`; requires_grad when any of `inputs` requires it (and grad mode
+// is on); otherwise its gradient is cut.
+Tensor MakePending(ir::Value* v, std::initializer_list<const Tensor*> inputs);
+Tensor MakePending(ir::Value* v, bool requires_grad);
+// Rebinds `impl` to pending value `v` (in-place ops).
+void Rebind(TensorImpl& impl, ir::Value* v);
+// A materialized tensor from a host buffer (a transfer).
+Tensor MakeMaterialized(runtime::BufferPtr buffer, std::string origin);
+// Waits for `t` (syncing first if it is pending) and returns its buffer.
+runtime::BufferPtr Materialize(const Tensor& t);
+// The builder of the current trace. B(loc) also sets the location recorded on the nodes built
+// until the next MakePending (creation functions pass the user's call site).
+ir::Builder& B();
+ir::Builder& B(const SourceLoc& loc);
+
+}  // namespace axle::detail

@@ -1,0 +1,63 @@
+// The backend interface: what the frontend needs from a device to run a compiled step.
+//
+//   runtime::Backend& cpu = runtime::GetBackend("cpu");
+//   std::unique_ptr<runtime::Executable> exe = cpu.Compile(module);   // once per graph
+//   std::vector<ir::Literal> out = exe->Execute(std::move(args));      // every step
+//
+// A backend only executes (ARCHITECTURE.md, invariant 6): it receives a verified ir::Module whose
+// entry function's parameters are the step's inputs and whose results are its outputs, and it
+// must compute exactly what the reference interpreter (ir/interpreter.h) computes, up to the
+// floating-point reassociation its kernels document.
+//
+// Buffers. On the CPU a device buffer is a host ir::Literal held by a shared_ptr. An argument
+// whose shared_ptr is the only reference (use_count() == 1) is *donated*: the executable may
+// reuse its storage for a result of the same type (a parameter updated in place by the
+// optimizer costs no copy). Arguments shared with anyone else are read only.
+#pragma once
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/literal.h"
+#include "ir/module.h"
+
+namespace axle::runtime {
+
+using BufferPtr = std::shared_ptr<ir::Literal>;
+
+struct ExecuteStats {
+  int64_t kernels_run = 0;      // kernel launches (one per non-trivial node on the CPU executor)
+  int64_t donated_reused = 0;   // results written into a donated argument's storage
+  int64_t peak_bytes = 0;       // peak bytes of live intermediate buffers
+};
+
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  // Runs the step. args[i] binds the parameter with index i and must have its exact type (a
+  // mismatch throws axle::Error naming the parameter and both types). Returns one buffer per
+  // result of the entry function, in order. Thread-compatible: one Execute at a time per
+  // executable; different executables may run concurrently.
+  virtual std::vector<BufferPtr> Execute(std::vector<BufferPtr> args) = 0;
+  // Counters of the last Execute.
+  virtual ExecuteStats last_stats() const { return {}; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // "interpreter", "cpu", ...
+  virtual std::string_view name() const = 0;
+  // Prepares `module` (verified by the caller; the backend may keep a copy) for execution.
+  // Throws axle::Error when the module uses something the backend cannot run, naming the node.
+  virtual std::unique_ptr<Executable> Compile(const ir::Module& module) = 0;
+};
+
+// The backend registered under `name`; throws axle::Error listing the known names otherwise.
+// Backends are process-wide singletons.
+Backend& GetBackend(std::string_view name);
+// Names of the registered backends, sorted.
+std::vector<std::string> BackendNames();
+
+}  // namespace axle::runtime
