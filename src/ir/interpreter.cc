@@ -323,6 +323,21 @@ std::vector<std::vector<Literal>> EvaluateReplicated(const Function& f,
   return Evaluator(f, args).Run();
 }
 
+std::vector<Literal> EvaluateNode(const Node& node, std::span<const Literal* const> operands) {
+  const KernelEntry& kernel = Kernels()[static_cast<size_t>(node.op())];
+  if (!kernel.local || node.op() == OpKind::kParameter)
+    Fail("EvaluateNode: op {} has no local interpreter kernel that runs without a replica context",
+         node.name());
+  if (operands.size() != node.num_operands())
+    Fail("EvaluateNode: {} has {} operands, got {}", node.name(), node.num_operands(),
+         operands.size());
+  ReplicaContext ctx{};
+  std::vector<Literal> results = kernel.local(node, operands, ctx);
+  AXLE_CHECK(results.size() == node.num_results(), "kernel of {} returned {} results, expected {}",
+             node.name(), results.size(), node.num_results());
+  return results;
+}
+
 bool HasInterpreterKernel(OpKind op) {
   const KernelEntry& k = Kernels()[static_cast<size_t>(op)];
   return k.local != nullptr || k.collective != nullptr;

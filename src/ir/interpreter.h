@@ -15,6 +15,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,12 @@ std::vector<Literal> Evaluate(const Function& f, const std::vector<Literal>& arg
 // is empty or a collective's replica groups do not fit args.size() replicas.
 std::vector<std::vector<Literal>> EvaluateReplicated(const Function& f,
                                                      const std::vector<std::vector<Literal>>& args);
+
+// Runs the reference kernel of one node on `operands` (one per operand of `node`, of its types) and
+// returns its results. Only local kernels: a collective, or a node needing a replica's context
+// (parameter), throws axle::Error. Backends use it as the fallback for ops without a fast kernel.
+// The node is not checked against its op's shape rule (the caller has verified the module).
+std::vector<Literal> EvaluateNode(const Node& node, std::span<const Literal* const> operands);
 
 // True when the interpreter has a kernel for `op` (a test walks AllOps() with this).
 bool HasInterpreterKernel(OpKind op);
