@@ -1,0 +1,169 @@
+// dot_general on the CPU: operands are brought to [B, M, K] x [B, K, N] (a layout that is already
+// [B, K, M] or [B, N, K] is passed to BLAS with a transpose flag instead of being copied; any
+// other layout is copied once with StridedCopy), then
+//   - f32 / f64 products with M*N*K >= BlasMinFlops() call cblas_sgemm / cblas_dgemm once per
+//     batch, from the calling thread (OpenBLAS runs its own threads). BLAS accumulates in the
+//     element type in its own order, so results differ from the interpreter's (double
+//     accumulation, row-major order, one rounding) by reassociation: a few ulps relative to the
+//     sum of |products|, more under cancellation or overflow of f32 partial sums.
+//   - smaller f32 / f64 products use an exact loop: double accumulation from -0 over k in order,
+//     one rounding, an empty contraction gives +0 — bitwise equal to the interpreter.
+//   - every other dtype goes to the interpreter's kernel.
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "runtime/cpu_kernels.h"
+#include "runtime/thread_pool.h"
+
+namespace axle::runtime::cpu {
+namespace {
+
+using ir::Literal;
+using ir::Node;
+
+std::atomic<int64_t> g_blas_min_flops{32 * 32 * 32};
+
+// An operand as a batch of row-major matrices: rows x cols, possibly transposed relative to the
+// wanted [rows_wanted, cols_wanted] orientation.
+template <typename T>
+struct Mat {
+  const T* data = nullptr;
+  bool trans = false;  // stored as [B, cols_wanted, rows_wanted]
+  std::vector<T> copy;
+};
+
+// Brings `x` to [batch..., first..., second...] (each group in the listed order): no copy when the
+// layout already is that, or [batch..., second..., first...] (trans = true); else a copy.
+template <typename T>
+void Arrange(const Literal& x, const std::vector<int64_t>& batch, const std::vector<int64_t>& first,
+             const std::vector<int64_t>& second, Mat<T>& m) {
+  std::vector<int64_t> perm = batch;
+  perm.insert(perm.end(), first.begin(), first.end());
+  perm.insert(perm.end(), second.begin(), second.end());
+  auto is_identity = [](const std::vector<int64_t>& p) {
+    for (size_t i = 0; i < p.size(); ++i)
+      if (p[i] != static_cast<int64_t>(i)) return false;
+    return true;
+  };
+  m.data = x.data<T>();
+  if (is_identity(perm)) return;
+  std::vector<int64_t> tperm = batch;
+  tperm.insert(tperm.end(), second.begin(), second.end());
+  tperm.insert(tperm.end(), first.begin(), first.end());
+  if (is_identity(tperm)) {
+    m.trans = true;
+    return;
+  }
+  const std::vector<int64_t> xs = x.shape().Strides();
+  std::vector<int64_t> dims, strides;
+  for (int64_t p : perm) {
+    dims.push_back(x.shape().dim(p));
+    strides.push_back(xs[static_cast<size_t>(p)]);
+  }
+  m.copy.resize(static_cast<size_t>(x.NumElements()));
+  StridedCopy(x.bytes().data(), 0, dims, strides, sizeof(T), reinterpret_cast<uint8_t*>(m.copy.data()));
+  m.data = m.copy.data();
+}
+
+std::vector<int64_t> FreeDims(int64_t rank, const std::vector<int64_t>& batch,
+                              const std::vector<int64_t>& contracting) {
+  std::vector<int64_t> out;
+  for (int64_t d = 0; d < rank; ++d)
+    if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
+        std::find(contracting.begin(), contracting.end(), d) == contracting.end())
+      out.push_back(d);
+  return out;
+}
+
+int64_t Prod(const Literal& x, const std::vector<int64_t>& dims) {
+  int64_t p = 1;
+  for (int64_t d : dims) p *= x.shape().dim(d);
+  return p;
+}
+
+void Gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, const float* b, float* c) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, a,
+              static_cast<int>(ta ? M : K), b, static_cast<int>(tb ? K : N), 0.0f, c,
+              static_cast<int>(N));
+}
+void Gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, const double* b, double* c) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0, a,
+              static_cast<int>(ta ? M : K), b, static_cast<int>(tb ? K : N), 0.0, c,
+              static_cast<int>(N));
+}
+
+template <typename T>
+bool DotKernelT(const Node& node, Operands ops, Literal& out) {
+  const Literal& lhs = *ops[0];
+  const Literal& rhs = *ops[1];
+  const auto& d = node.attrs_as<ir::DotGeneralAttrs>();
+  const std::vector<int64_t> lf = FreeDims(lhs.shape().rank(), d.lhs_batch, d.lhs_contracting);
+  const std::vector<int64_t> rf = FreeDims(rhs.shape().rank(), d.rhs_batch, d.rhs_contracting);
+  const int64_t B = Prod(lhs, d.lhs_batch), M = Prod(lhs, lf), K = Prod(lhs, d.lhs_contracting),
+                N = Prod(rhs, rf);
+  T* c = out.mutable_data<T>();
+  if (out.NumElements() == 0) return true;
+  if (K == 0) {
+    std::fill(c, c + out.NumElements(), T(0));
+    return true;
+  }
+  const bool blas = M * N * K >= BlasMinFlops() && std::max({M, N, K}) < (int64_t{1} << 31);
+  Mat<T> a, b;
+  Arrange(lhs, d.lhs_batch, lf, d.lhs_contracting, a);   // [B, M, K]
+  Arrange(rhs, d.rhs_batch, d.rhs_contracting, rf, b);   // [B, K, N]
+  if (blas) {
+    for (int64_t i = 0; i < B; ++i)
+      Gemm(a.trans, b.trans, M, N, K, a.data + i * M * K, b.data + i * K * N, c + i * M * N);
+    return true;
+  }
+  // Exact: strides of a[m, k] and b[k, n] inside one batch.
+  const int64_t am = a.trans ? 1 : K, ak = a.trans ? M : 1;
+  const int64_t bk = b.trans ? 1 : N, bn = b.trans ? K : 1;
+  ThreadPool::Global().ParallelFor(B * M, std::max<int64_t>(1, kParallelElements / std::max<int64_t>(N * K, 1)),
+                                   [&](int64_t lo, int64_t hi) {
+    for (int64_t bm = lo; bm < hi; ++bm) {
+      const int64_t i = bm / M, m = bm % M;
+      const T* arow = a.data + i * M * K + m * am;
+      const T* bmat = b.data + i * K * N;
+      T* crow = c + bm * N;
+      for (int64_t n = 0; n < N; ++n) {
+        double acc = -0.0;
+        for (int64_t k = 0; k < K; ++k)
+          acc += static_cast<double>(arow[k * ak]) * static_cast<double>(bmat[k * bk + n * bn]);
+        crow[n] = static_cast<T>(acc);
+      }
+    }
+  });
+  return true;
+}
+
+}  // namespace
+
+int64_t BlasMinFlops() { return g_blas_min_flops.load(std::memory_order_relaxed); }
+void SetBlasMinFlops(int64_t flops) { g_blas_min_flops.store(flops, std::memory_order_relaxed); }
+
+KernelChoice SelectDotKernel(const Node& node) {
+  KernelChoice c;
+  if (node.op() != ir::OpKind::kDotGeneral) return c;
+  const DType t = node.result()->dtype();
+  if (t == DType::kF32) c.fn = DotKernelT<float>;
+  if (t == DType::kF64) c.fn = DotKernelT<double>;
+  c.name = "dot_general";
+  return c;
+}
+
+KernelChoice SelectKernel(const Node& node) {
+  for (auto select : {SelectElementwiseKernel, SelectMovementKernel, SelectReduceKernel, SelectDotKernel}) {
+    KernelChoice c = select(node);
+    if (c.fn) return c;
+  }
+  return {};
+}
+
+}  // namespace axle::runtime::cpu

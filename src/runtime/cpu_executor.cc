@@ -1,0 +1,362 @@
+// The CPU executor: the first backend behind runtime::Backend.
+//
+// Compile plans the entry function once: each node gets a fast kernel (cpu_kernels.h) or the
+// reference interpreter's kernel for that one node (ir::EvaluateNode); each value gets a slot and
+// its last use, so intermediates are freed right after it. Execute binds the arguments, runs the
+// nodes in order (one kernel per non-trivial node; parameter and constant nodes only bind slots)
+// and returns the result buffers.
+//
+// Buffers. A dying buffer that nothing else references (an intermediate, or a donated argument:
+// a BufferPtr with use_count() == 1 on entry) goes to a per-Execute free list and is reused for
+// a later result of identical type; an elementwise-style kernel may write its result straight
+// into a dying operand of the result's type (in place). Constants and shared arguments are never
+// written. last_stats(): kernels_run, donated_reused (results written into a donated argument's
+// storage, in place or recycled), peak_bytes (peak of the live bytes of node results).
+//
+// Numerics. Every kernel but one is bitwise equal to the interpreter: elementwise f32 computes in
+// float with the same C library calls, f64 in double; reduce sum/max/min accumulate in double in
+// row-major order over the reduced dims and round once, exactly as the interpreter does. The
+// exception is dot_general: f32/f64 products of at least cpu::BlasMinFlops() multiply-adds go to
+// cblas_sgemm/cblas_dgemm, which accumulate in the element type (f32 for f32) in their own blocked
+// order instead of the interpreter's double accumulation, so results differ by reassociation
+// (typically a few ulps relative to sum |a*b|; more under cancellation; an f32 partial sum may
+// overflow to inf where the interpreter's double sum does not). Smaller dots use an exact loop.
+//
+// Threads. Large elementwise, movement and reduce loops (> kParallelElements) are split over a
+// small pool (thread_pool.h, hardware_concurrency threads including the caller). BLAS is called
+// from the executing thread only, so OpenBLAS's own pool can use every core.
+#include "runtime/cpu_executor.h"
+
+#include <fmt/format.h>
+
+#include <unordered_map>
+
+#include "ir/interpreter.h"
+#include "runtime/cpu_kernels.h"
+
+namespace axle::runtime {
+namespace {
+
+using ir::Literal;
+using ir::Node;
+using ir::OpKind;
+using ir::Value;
+
+std::string DescribeNode(const Node& n, size_t pos) {
+  std::string names;
+  for (const Value* v : n.results())
+    if (!v->name().empty()) names += (names.empty() ? " %" : ", %") + v->name();
+  return fmt::format("node #{} ({}{})", pos, n.name(), names.empty() ? "" : " ->" + names);
+}
+
+struct Step {
+  const Node* node = nullptr;
+  size_t pos = 0;
+  enum Kind { kParameter, kConstant, kForward, kKernel } kind = kKernel;
+  cpu::KernelChoice kernel;
+  std::vector<int> operands;  // slots
+  std::vector<int> results;   // slots
+  std::vector<int> release;   // slots whose last use is this step (deduplicated)
+  int64_t param_index = 0;
+  std::shared_ptr<const Literal> constant;
+};
+
+struct SlotState {
+  BufferPtr buf;
+  bool writable = false;  // may be overwritten once dead (intermediate or donated storage)
+  bool donated = false;   // its storage came from a donated argument
+  bool counted = false;   // counted in live bytes (a node result)
+};
+
+class CpuExecutable final : public Executable {
+ public:
+  explicit CpuExecutable(const ir::Module& module) : module_(module.Clone()) { Plan(); }
+
+  std::vector<BufferPtr> Execute(std::vector<BufferPtr> args) override;
+  ExecuteStats last_stats() const override { return stats_; }
+
+ private:
+  void Plan();
+  void CheckArguments(const std::vector<BufferPtr>& args) const;
+  void Release(std::vector<SlotState>& slots, int s);
+  BufferPtr Allocate(const ir::TensorType& type, bool& donated);
+
+  std::unique_ptr<ir::Module> module_;
+  const ir::Function* f_ = nullptr;
+  std::vector<Step> steps_;
+  std::vector<int64_t> slot_bytes_;
+  std::vector<bool> is_result_;       // slot is a function result (never freed)
+  std::vector<int> result_slots_;
+  std::vector<ir::TensorType> param_types_;
+  std::vector<std::string> param_names_;
+  ExecuteStats stats_;
+  // Per-Execute state.
+  struct Free {
+    BufferPtr buf;
+    bool donated;
+  };
+  std::vector<Free> free_;
+  int64_t live_bytes_ = 0;
+};
+
+void CpuExecutable::Plan() {
+  f_ = module_->entry();
+  if (f_ == nullptr) Fail("cpu backend: module @{} has no entry function", module_->name());
+  std::unordered_map<const Value*, int> slot;
+  std::vector<size_t> last_use;
+  const auto& nodes = f_->nodes();
+  const std::vector<Node*> params = f_->Parameters();
+  param_types_.resize(params.size());
+  param_names_.resize(params.size());
+  for (const Node* p : params) {
+    const int64_t i = p->attrs_as<ir::ParameterAttrs>().index;
+    if (i < 0 || i >= static_cast<int64_t>(params.size()))
+      Fail("@{}: parameter index {} out of range 0..{}", f_->name(), i, params.size() - 1);
+    param_types_[static_cast<size_t>(i)] = p->result()->type();
+    param_names_[static_cast<size_t>(i)] = p->result()->name();
+  }
+  for (size_t pos = 0; pos < nodes.size(); ++pos) {
+    const Node& n = *nodes[pos];
+    Step st;
+    st.node = &n;
+    st.pos = pos;
+    if (n.info().traits & ir::kCollective)
+      Fail("@{}: {}: the cpu backend runs one replica and has no collectives", f_->name(),
+           DescribeNode(n, pos));
+    for (const Value* v : n.operands()) {
+      auto it = slot.find(v);
+      if (it == slot.end())
+        Fail("@{}: {}: an operand is not defined by an earlier node", f_->name(), DescribeNode(n, pos));
+      st.operands.push_back(it->second);
+      last_use[static_cast<size_t>(it->second)] = pos;
+    }
+    for (const Value* v : n.results()) {
+      const int s = static_cast<int>(slot_bytes_.size());
+      slot[v] = s;
+      slot_bytes_.push_back(v->type().ByteSize());
+      last_use.push_back(pos);
+      st.results.push_back(s);
+    }
+    switch (n.op()) {
+      case OpKind::kParameter:
+        st.kind = Step::kParameter;
+        st.param_index = n.attrs_as<ir::ParameterAttrs>().index;
+        break;
+      case OpKind::kConstant:
+        st.kind = Step::kConstant;
+        st.constant = std::make_shared<const Literal>(n.attrs_as<ir::ConstantAttrs>().value);
+        break;
+      case OpKind::kOptimizationBarrier: st.kind = Step::kForward; break;
+      default:
+        st.kind = Step::kKernel;
+        if (n.num_results() == 1) st.kernel = cpu::SelectKernel(n);
+        if (!st.kernel.fn && !ir::HasInterpreterKernel(n.op()))
+          Fail("@{}: {}: no cpu or interpreter kernel for op {}", f_->name(), DescribeNode(n, pos), n.name());
+        break;
+    }
+    steps_.push_back(std::move(st));
+  }
+  is_result_.assign(slot_bytes_.size(), false);
+  for (const Value* v : f_->results()) {
+    auto it = slot.find(v);
+    if (it == slot.end()) Fail("@{}: a result is not defined by a node", f_->name());
+    result_slots_.push_back(it->second);
+    is_result_[static_cast<size_t>(it->second)] = true;
+  }
+  for (Step& st : steps_) {
+    auto add = [&](int s) {
+      if (!is_result_[static_cast<size_t>(s)] && last_use[static_cast<size_t>(s)] == st.pos &&
+          std::find(st.release.begin(), st.release.end(), s) == st.release.end())
+        st.release.push_back(s);
+    };
+    for (int s : st.operands) add(s);
+    for (int s : st.results) add(s);
+  }
+}
+
+void CpuExecutable::CheckArguments(const std::vector<BufferPtr>& args) const {
+  if (args.size() != param_types_.size())
+    Fail("@{}: expected {} arguments, got {}", f_->name(), param_types_.size(), args.size());
+  for (size_t k = 0; k < args.size(); ++k) {
+    const std::string pname = param_names_[k].empty() ? "" : " (%" + param_names_[k] + ")";
+    if (!args[k])
+      Fail("@{}: argument {} is null, but parameter {}{} expects {}", f_->name(), k, k, pname,
+           param_types_[k].ToString());
+    if (args[k]->type() != param_types_[k])
+      Fail("@{}: argument {} has type {}, but parameter {}{} expects {}", f_->name(), k,
+           args[k]->type().ToString(), k, pname, param_types_[k].ToString());
+  }
+}
+
+void CpuExecutable::Release(std::vector<SlotState>& slots, int s) {
+  SlotState& st = slots[static_cast<size_t>(s)];
+  if (!st.buf) return;
+  if (st.counted) live_bytes_ -= slot_bytes_[static_cast<size_t>(s)];
+  if (st.writable && st.buf.use_count() == 1) free_.push_back({std::move(st.buf), st.donated});
+  st = SlotState{};
+}
+
+BufferPtr CpuExecutable::Allocate(const ir::TensorType& type, bool& donated) {
+  for (size_t i = 0; i < free_.size(); ++i) {
+    if (free_[i].buf->type() == type) {
+      BufferPtr b = std::move(free_[i].buf);
+      donated = free_[i].donated;
+      free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+      return b;
+    }
+  }
+  donated = false;
+  return std::make_shared<Literal>(type);
+}
+
+std::vector<BufferPtr> CpuExecutable::Execute(std::vector<BufferPtr> args) {
+  CheckArguments(args);
+  stats_ = {};
+  live_bytes_ = 0;
+  free_.clear();
+  std::vector<SlotState> slots(slot_bytes_.size());
+  std::vector<bool> donated_arg(args.size());
+  for (size_t k = 0; k < args.size(); ++k) donated_arg[k] = args[k].use_count() == 1;
+  std::vector<const Literal*> ops;
+  for (const Step& st : steps_) {
+    const Node& n = *st.node;
+    ops.clear();
+    for (int s : st.operands) ops.push_back(slots[static_cast<size_t>(s)].buf.get());
+    switch (st.kind) {
+      case Step::kParameter: {
+        SlotState& out = slots[static_cast<size_t>(st.results[0])];
+        const size_t k = static_cast<size_t>(st.param_index);
+        out.buf = std::move(args[k]);
+        out.writable = out.donated = donated_arg[k];
+        break;
+      }
+      case Step::kConstant: {
+        SlotState& out = slots[static_cast<size_t>(st.results[0])];
+        if (is_result_[static_cast<size_t>(st.results[0])])
+          out.buf = std::make_shared<Literal>(*st.constant);  // the caller may write results
+        else
+          out.buf = std::const_pointer_cast<Literal>(st.constant);  // read only: writable = false
+        break;
+      }
+      case Step::kForward:
+        for (size_t j = 0; j < st.results.size(); ++j)
+          slots[static_cast<size_t>(st.results[j])] = slots[static_cast<size_t>(st.operands[j])];
+        for (size_t j = 0; j < st.results.size(); ++j) slots[static_cast<size_t>(st.results[j])].counted = false;
+        break;
+      case Step::kKernel: {
+        ++stats_.kernels_run;
+        bool done = false;
+        try {
+          if (st.kernel.fn) {  // single-result nodes only
+            const ir::TensorType& rtype = n.result()->type();
+            BufferPtr out;
+            bool out_donated = false;
+            if (st.kernel.in_place) {
+              for (size_t j = 0; j < st.operands.size() && !out; ++j) {
+                if (st.kernel.in_place_operand >= 0 && static_cast<int>(j) != st.kernel.in_place_operand) continue;
+                const int s = st.operands[j];
+                SlotState& in = slots[static_cast<size_t>(s)];
+                if (in.writable && in.buf.use_count() == 1 && in.buf->type() == rtype &&
+                    std::find(st.release.begin(), st.release.end(), s) != st.release.end()) {
+                  out = in.buf;  // slot keeps its reference until released below (use_count 2)
+                  out_donated = in.donated;
+                }
+              }
+            }
+            if (!out) out = Allocate(rtype, out_donated);
+            if (st.kernel.fn(n, ops, *out)) {
+              if (out_donated) ++stats_.donated_reused;
+              SlotState& r = slots[static_cast<size_t>(st.results[0])];
+              r.buf = std::move(out);
+              r.writable = true;
+              r.donated = out_donated;
+              done = true;
+            } else if (out.use_count() == 1) {
+              free_.push_back({std::move(out), out_donated});
+            }
+          }
+          if (!done) {
+            std::vector<Literal> res = ir::EvaluateNode(n, ops);
+            for (size_t j = 0; j < res.size(); ++j) {
+              SlotState& r = slots[static_cast<size_t>(st.results[j])];
+              r.buf = std::make_shared<Literal>(std::move(res[j]));
+              r.writable = true;
+            }
+          }
+        } catch (const Error& e) {
+          throw Error(n.loc(), fmt::format("@{}: {}: {}", f_->name(), DescribeNode(n, st.pos), e.message()));
+        }
+        for (int s : st.results) {
+          slots[static_cast<size_t>(s)].counted = true;
+          live_bytes_ += slot_bytes_[static_cast<size_t>(s)];
+        }
+        stats_.peak_bytes = std::max(stats_.peak_bytes, live_bytes_);
+        break;
+      }
+    }
+    for (int s : st.release) Release(slots, s);
+  }
+  std::vector<BufferPtr> out;
+  out.reserve(result_slots_.size());
+  for (int s : result_slots_) out.push_back(slots[static_cast<size_t>(s)].buf);
+  free_.clear();
+  return out;
+}
+
+class CpuBackendImpl final : public Backend {
+ public:
+  std::string_view name() const override { return "cpu"; }
+  std::unique_ptr<Executable> Compile(const ir::Module& module) override {
+    return std::make_unique<CpuExecutable>(module);
+  }
+};
+
+// The oracle: runs ir::Evaluate on copies of the arguments.
+class InterpreterExecutable final : public Executable {
+ public:
+  explicit InterpreterExecutable(const ir::Module& module) : module_(module.Clone()) {
+    if (module_->entry() == nullptr) Fail("interpreter backend: module @{} has no entry function", module_->name());
+  }
+  std::vector<BufferPtr> Execute(std::vector<BufferPtr> args) override {
+    std::vector<Literal> in;
+    in.reserve(args.size());
+    for (size_t k = 0; k < args.size(); ++k) {
+      if (!args[k]) Fail("@{}: argument {} is null", module_->entry()->name(), k);
+      in.push_back(*args[k]);
+    }
+    args.clear();
+    std::vector<Literal> res = ir::Evaluate(*module_->entry(), in);
+    std::vector<BufferPtr> out;
+    for (Literal& l : res) out.push_back(std::make_shared<Literal>(std::move(l)));
+    stats_.kernels_run = 0;
+    for (const auto& n : module_->entry()->nodes())
+      if (n->op() != OpKind::kParameter && n->op() != OpKind::kConstant) ++stats_.kernels_run;
+    return out;
+  }
+  ExecuteStats last_stats() const override { return stats_; }
+
+ private:
+  std::unique_ptr<ir::Module> module_;
+  ExecuteStats stats_;
+};
+
+class InterpreterBackendImpl final : public Backend {
+ public:
+  std::string_view name() const override { return "interpreter"; }
+  std::unique_ptr<Executable> Compile(const ir::Module& module) override {
+    return std::make_unique<InterpreterExecutable>(module);
+  }
+};
+
+}  // namespace
+
+Backend& CpuBackend() {
+  static CpuBackendImpl* b = new CpuBackendImpl;
+  return *b;
+}
+Backend& InterpreterBackend() {
+  static InterpreterBackendImpl* b = new InterpreterBackendImpl;
+  return *b;
+}
+
+}  // namespace axle::runtime

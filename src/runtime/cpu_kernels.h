@@ -1,0 +1,50 @@
+// The CPU executor's fast kernels (internal to src/runtime).
+//
+// A kernel computes the single result of one node into `out`, a literal of the node's result
+// type whose contents are unspecified on entry (it may be a recycled buffer, and for kernels
+// selected with in_place = true it may be the very storage of a dying operand). A kernel returns
+// false when it has no fast path for these operands; the executor then runs the reference
+// interpreter's kernel for that node (ir::EvaluateNode). Every fast kernel computes exactly what
+// the interpreter computes, bit for bit, except dot_general through BLAS (cpu_dot.cc).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "ir/literal.h"
+#include "ir/module.h"
+
+namespace axle::runtime::cpu {
+
+using Operands = std::span<const ir::Literal* const>;
+using KernelFn = bool (*)(const ir::Node& node, Operands ops, ir::Literal& out);
+
+struct KernelChoice {
+  KernelFn fn = nullptr;    // nullptr: use the interpreter's kernel
+  bool in_place = false;    // `out` may alias an operand of the result's type
+  int in_place_operand = -1;  // with in_place: only this operand may be aliased (-1: any)
+  const char* name = "interpreter";
+};
+
+// Per-family selection (by op and dtypes; nullptr fn when there is no fast kernel).
+KernelChoice SelectElementwiseKernel(const ir::Node& node);
+KernelChoice SelectMovementKernel(const ir::Node& node);
+KernelChoice SelectReduceKernel(const ir::Node& node);
+KernelChoice SelectDotKernel(const ir::Node& node);
+// The first family that has one.
+KernelChoice SelectKernel(const ir::Node& node);
+
+// Copies a strided view of `src` (element width `width` bytes) into contiguous `dst`:
+// dst[flat(idx)] = src[base + sum_d idx[d] * strides[d]] for idx over `dims` (row-major).
+// Strides are in elements and may be 0 (broadcast) or negative (reverse). Splits large copies
+// over the thread pool.
+void StridedCopy(const uint8_t* src, int64_t base, const std::vector<int64_t>& dims,
+                 const std::vector<int64_t>& strides, int64_t width, uint8_t* dst);
+
+// dot_general products at or above this many multiply-adds (M*N*K per batch) go to BLAS; smaller
+// ones use an exact loop that matches the interpreter bit for bit.
+int64_t BlasMinFlops();
+void SetBlasMinFlops(int64_t flops);
+
+}  // namespace axle::runtime::cpu

@@ -1,0 +1,305 @@
+// Elementwise fast kernels: f32/f64 arithmetic, compare, clamp and converts, and select for any
+// dtype (it moves bits). Each is a tight loop over contiguous storage, split over the thread pool
+// above kParallelElements. The scalar functions repeat the interpreter's (interpreter_elementwise.cc)
+// exactly, so results are bitwise equal.
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "runtime/cpu_kernels.h"
+#include "runtime/thread_pool.h"
+
+namespace axle::runtime::cpu {
+namespace {
+
+using ir::Literal;
+using ir::Node;
+using ir::OpKind;
+
+template <typename F>
+void ParallelLoop(int64_t n, F&& body) {
+  ThreadPool::Global().ParallelFor(n, kParallelElements, [&](int64_t b, int64_t e) { body(b, e); });
+}
+
+template <typename T>
+T SemMax(T a, T b) {
+  if (std::isnan(a)) return a;
+  if (std::isnan(b)) return b;
+  if (a == b) return std::signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+template <typename T>
+T SemMin(T a, T b) {
+  if (std::isnan(a)) return a;
+  if (std::isnan(b)) return b;
+  if (a == b) return std::signbit(a) ? a : b;
+  return a < b ? a : b;
+}
+
+// ---- unary ----
+template <typename T, OpKind K>
+inline T Unary(T x) {
+  if constexpr (K == OpKind::kNeg) return -x;
+  else if constexpr (K == OpKind::kAbs) return std::fabs(x);
+  else if constexpr (K == OpKind::kExp) return std::exp(x);
+  else if constexpr (K == OpKind::kLog) return std::log(x);
+  else if constexpr (K == OpKind::kLog1p) return std::log1p(x);
+  else if constexpr (K == OpKind::kTanh) return std::tanh(x);
+  else if constexpr (K == OpKind::kLogistic) return T(1) / (T(1) + std::exp(-x));
+  else if constexpr (K == OpKind::kSqrt) return std::sqrt(x);
+  else if constexpr (K == OpKind::kRsqrt) return T(1) / std::sqrt(x);
+  else if constexpr (K == OpKind::kSin) return std::sin(x);
+  else if constexpr (K == OpKind::kCos) return std::cos(x);
+  else if constexpr (K == OpKind::kErf) return std::erf(x);
+  else if constexpr (K == OpKind::kFloor) return std::floor(x);
+  else if constexpr (K == OpKind::kCeil) return std::ceil(x);
+  else if constexpr (K == OpKind::kSign) {
+    if (std::isnan(x) || x == 0) return x;
+    return std::copysign(T(1), x);
+  }
+}
+
+template <typename T, OpKind K>
+bool UnaryKernel(const Node&, Operands ops, Literal& out) {
+  const T* x = ops[0]->data<T>();
+  T* y = out.mutable_data<T>();
+  ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = Unary<T, K>(x[i]);
+  });
+  return true;
+}
+
+template <typename T>
+bool IsFiniteKernel(const Node&, Operands ops, Literal& out) {
+  const T* x = ops[0]->data<T>();
+  uint8_t* y = out.mutable_data<uint8_t>();
+  ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = std::isfinite(x[i]) ? 1 : 0;
+  });
+  return true;
+}
+
+// ---- binary ----
+template <typename T, OpKind K>
+inline T Binary(T a, T b) {
+  if constexpr (K == OpKind::kAdd) return a + b;
+  else if constexpr (K == OpKind::kSub) return a - b;
+  else if constexpr (K == OpKind::kMul) return a * b;
+  else if constexpr (K == OpKind::kDiv) return a / b;
+  else if constexpr (K == OpKind::kRem) return std::fmod(a, b);
+  else if constexpr (K == OpKind::kPow) return std::pow(a, b);
+  else if constexpr (K == OpKind::kMax) return SemMax(a, b);
+  else if constexpr (K == OpKind::kMin) return SemMin(a, b);
+  else if constexpr (K == OpKind::kAtan2) return std::atan2(a, b);
+}
+
+// True when `v` is a broadcast_in_dim of a one-element value: every element is equal.
+bool IsBroadcastScalar(const ir::Value* v) {
+  const Node* n = v->node();
+  return n->op() == OpKind::kBroadcastInDim && n->operand(0)->type().NumElements() == 1;
+}
+
+template <typename T, OpKind K>
+bool BinaryKernel(const Node& node, Operands ops, Literal& out) {
+  const T* a = ops[0]->data<T>();
+  const T* c = ops[1]->data<T>();
+  T* y = out.mutable_data<T>();
+  const int64_t n = out.NumElements();
+  // A broadcast scalar operand (a broadcast constant, typically) becomes loop-invariant.
+  if (n > 1 && IsBroadcastScalar(node.operand(1))) {
+    const T s = c[0];
+    ParallelLoop(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) y[i] = Binary<T, K>(a[i], s);
+    });
+    return true;
+  }
+  if (n > 1 && IsBroadcastScalar(node.operand(0))) {
+    const T s = a[0];
+    ParallelLoop(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) y[i] = Binary<T, K>(s, c[i]);
+    });
+    return true;
+  }
+  ParallelLoop(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = Binary<T, K>(a[i], c[i]);
+  });
+  return true;
+}
+
+template <typename T, ir::CompareDir D>
+inline bool Cmp(T a, T b) {
+  using ir::CompareDir;
+  if constexpr (D == CompareDir::kEq) return a == b;
+  else if constexpr (D == CompareDir::kNe) return a != b;
+  else if constexpr (D == CompareDir::kLt) return a < b;
+  else if constexpr (D == CompareDir::kLe) return a <= b;
+  else if constexpr (D == CompareDir::kGt) return a > b;
+  else return a >= b;
+}
+
+template <typename T, ir::CompareDir D>
+bool CompareKernelT(const Node&, Operands ops, Literal& out) {
+  const T* a = ops[0]->data<T>();
+  const T* c = ops[1]->data<T>();
+  uint8_t* y = out.mutable_data<uint8_t>();
+  ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = Cmp<T, D>(a[i], c[i]) ? 1 : 0;
+  });
+  return true;
+}
+
+template <typename T>
+KernelFn CompareFor(ir::CompareDir d) {
+  using ir::CompareDir;
+  switch (d) {
+    case CompareDir::kEq: return CompareKernelT<T, CompareDir::kEq>;
+    case CompareDir::kNe: return CompareKernelT<T, CompareDir::kNe>;
+    case CompareDir::kLt: return CompareKernelT<T, CompareDir::kLt>;
+    case CompareDir::kLe: return CompareKernelT<T, CompareDir::kLe>;
+    case CompareDir::kGt: return CompareKernelT<T, CompareDir::kGt>;
+    case CompareDir::kGe: return CompareKernelT<T, CompareDir::kGe>;
+  }
+  return nullptr;
+}
+
+// ---- select (any dtype: moves bits of width W) ----
+template <typename W>
+bool SelectKernelT(const Node&, Operands ops, Literal& out) {
+  const uint8_t* p = ops[0]->data<uint8_t>();
+  const W* t = ops[1]->data<W>();
+  const W* f = ops[2]->data<W>();
+  W* y = out.mutable_data<W>();
+  const int64_t n = out.NumElements();
+  if (ops[0]->NumElements() == 1 && n != 1) {
+    const W* src = p[0] ? t : f;
+    if (src != y) std::memmove(y, src, static_cast<size_t>(n) * sizeof(W));
+    return true;
+  }
+  ParallelLoop(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = p[i] ? t[i] : f[i];
+  });
+  return true;
+}
+
+// ---- clamp ----
+template <typename T>
+bool ClampKernel(const Node&, Operands ops, Literal& out) {
+  const T* lo = ops[0]->data<T>();
+  const T* x = ops[1]->data<T>();
+  const T* hi = ops[2]->data<T>();
+  const int64_t slo = ops[0]->NumElements() == 1 ? 0 : 1;
+  const int64_t shi = ops[2]->NumElements() == 1 ? 0 : 1;
+  T* y = out.mutable_data<T>();
+  ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = SemMin(SemMax(x[i], lo[i * slo]), hi[i * shi]);
+  });
+  return true;
+}
+
+// ---- convert: float <-> float, small integers / bool -> float, float -> bool ----
+template <typename From, typename To>
+bool ConvertKernel(const Node&, Operands ops, Literal& out) {
+  const From* x = ops[0]->data<From>();
+  To* y = out.mutable_data<To>();
+  ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
+    if constexpr (std::is_same_v<To, uint8_t>) {  // float -> bool: x != 0 (NaN -> true)
+      for (int64_t i = b; i < e; ++i) y[i] = x[i] != 0 ? 1 : 0;
+    } else if constexpr (std::is_floating_point_v<From>) {
+      // Through double, as the interpreter: one rounding to nearest even, and a signaling NaN
+      // comes out quiet even for f32 -> f32.
+      for (int64_t i = b; i < e; ++i) y[i] = static_cast<To>(static_cast<double>(x[i]));
+    } else {  // small integers and bool (0/1): one rounding (exact here)
+      for (int64_t i = b; i < e; ++i) y[i] = static_cast<To>(x[i]);
+    }
+  });
+  return true;
+}
+
+template <typename T>
+KernelFn FloatUnaryFor(OpKind k) {
+  switch (k) {
+#define AXLE_U(K) case OpKind::K: return UnaryKernel<T, OpKind::K>;
+    AXLE_U(kNeg) AXLE_U(kAbs) AXLE_U(kExp) AXLE_U(kLog) AXLE_U(kLog1p) AXLE_U(kTanh)
+    AXLE_U(kLogistic) AXLE_U(kSqrt) AXLE_U(kRsqrt) AXLE_U(kSin) AXLE_U(kCos) AXLE_U(kErf)
+    AXLE_U(kFloor) AXLE_U(kCeil) AXLE_U(kSign)
+#undef AXLE_U
+#define AXLE_B(K) case OpKind::K: return BinaryKernel<T, OpKind::K>;
+    AXLE_B(kAdd) AXLE_B(kSub) AXLE_B(kMul) AXLE_B(kDiv) AXLE_B(kRem) AXLE_B(kPow) AXLE_B(kMax)
+    AXLE_B(kMin) AXLE_B(kAtan2)
+#undef AXLE_B
+    case OpKind::kClamp: return ClampKernel<T>;
+    default: return nullptr;
+  }
+}
+
+template <typename From>
+KernelFn ConvertFrom(DType to) {
+  switch (to) {
+    case DType::kF32: return ConvertKernel<From, float>;
+    case DType::kF64: return ConvertKernel<From, double>;
+    case DType::kBool:
+      if constexpr (std::is_floating_point_v<From>) return ConvertKernel<From, uint8_t>;
+      return nullptr;
+    default: return nullptr;
+  }
+}
+
+KernelFn SelectConvert(DType from, DType to) {
+  switch (from) {
+    case DType::kF32: return ConvertFrom<float>(to);
+    case DType::kF64: return ConvertFrom<double>(to);
+    case DType::kI32: return to == DType::kBool ? nullptr : ConvertFrom<int32_t>(to);
+    case DType::kI8: return to == DType::kBool ? nullptr : ConvertFrom<int8_t>(to);
+    case DType::kU8: return to == DType::kBool ? nullptr : ConvertFrom<uint8_t>(to);
+    case DType::kBool: return to == DType::kBool ? nullptr : ConvertFrom<uint8_t>(to);  // 0/1
+    default: return nullptr;  // i64/u32 -> f32 and the rest: interpreter
+  }
+}
+
+}  // namespace
+
+KernelChoice SelectElementwiseKernel(const Node& node) {
+  const OpKind k = node.op();
+  const DType rt = node.result()->dtype();
+  KernelChoice c;
+  if (k == OpKind::kSelect) {
+    switch (DTypeSize(rt)) {
+      case 1: c.fn = SelectKernelT<uint8_t>; break;
+      case 2: c.fn = SelectKernelT<uint16_t>; break;
+      case 4: c.fn = SelectKernelT<uint32_t>; break;
+      case 8: c.fn = SelectKernelT<uint64_t>; break;
+    }
+    c.in_place = true;
+    c.name = "select";
+    return c;
+  }
+  if (k == OpKind::kConvert) {
+    c.fn = SelectConvert(node.operand(0)->dtype(), rt);
+    c.name = "convert";
+    return c;
+  }
+  if (k == OpKind::kCompare) {
+    const DType t = node.operand(0)->dtype();
+    const auto dir = node.attrs_as<ir::CompareAttrs>().dir;
+    if (t == DType::kF32) c.fn = CompareFor<float>(dir);
+    else if (t == DType::kF64) c.fn = CompareFor<double>(dir);
+    else if (t == DType::kI32) c.fn = CompareFor<int32_t>(dir);
+    else if (t == DType::kI64) c.fn = CompareFor<int64_t>(dir);
+    c.name = "compare";
+    return c;
+  }
+  if (k == OpKind::kIsFinite) {
+    const DType t = node.operand(0)->dtype();
+    if (t == DType::kF32) c.fn = IsFiniteKernel<float>;
+    else if (t == DType::kF64) c.fn = IsFiniteKernel<double>;
+    c.name = "is_finite";
+    return c;
+  }
+  if (rt == DType::kF32) c.fn = FloatUnaryFor<float>(k);
+  else if (rt == DType::kF64) c.fn = FloatUnaryFor<double>(k);
+  c.in_place = c.fn != nullptr;
+  c.name = "elementwise";
+  return c;
+}
+
+}  // namespace axle::runtime::cpu

@@ -1,0 +1,275 @@
+// Data-movement fast kernels. They move element bits by width (1, 2, 4 or 8 bytes), so one kernel
+// serves every dtype. broadcast_in_dim, transpose, slice and reverse are all one strided copy
+// (StridedCopy: dims are merged where the strides allow, then the innermost run is a memcpy, a
+// fill or a strided loop); reshape is a memcpy; concatenate copies contiguous blocks; gather and
+// scatter_add move contiguous rows.
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/cpu_kernels.h"
+#include "runtime/thread_pool.h"
+
+namespace axle::runtime::cpu {
+namespace {
+
+using ir::Literal;
+using ir::Node;
+using ir::OpKind;
+
+template <typename W>
+void InnerCopy(const uint8_t* src, int64_t off, int64_t n, int64_t stride, uint8_t* dst) {
+  const W* s = reinterpret_cast<const W*>(src) + off;
+  W* d = reinterpret_cast<W*>(dst);
+  if (stride == 1) {
+    std::memcpy(d, s, static_cast<size_t>(n) * sizeof(W));
+  } else if (stride == 0) {
+    std::fill(d, d + n, *s);
+  } else {
+    for (int64_t i = 0; i < n; ++i) d[i] = s[i * stride];
+  }
+}
+
+using InnerFn = void (*)(const uint8_t*, int64_t, int64_t, int64_t, uint8_t*);
+
+}  // namespace
+
+void StridedCopy(const uint8_t* src, int64_t base, const std::vector<int64_t>& dims_in,
+                 const std::vector<int64_t>& strides_in, int64_t width, uint8_t* dst) {
+  int64_t total = 1;
+  for (int64_t d : dims_in) total *= d;
+  if (total == 0) return;
+  // Drop size-1 dims and merge dim d into d+1 when stride[d] == stride[d+1] * dim[d+1].
+  std::vector<int64_t> dims, strides;
+  for (size_t i = 0; i < dims_in.size(); ++i) {
+    if (dims_in[i] == 1) continue;
+    if (!dims.empty() && strides.back() == strides_in[i] * dims_in[i]) {
+      dims.back() *= dims_in[i];
+      strides.back() = strides_in[i];
+    } else {
+      dims.push_back(dims_in[i]);
+      strides.push_back(strides_in[i]);
+    }
+  }
+  if (dims.empty()) {
+    dims.push_back(1);
+    strides.push_back(1);
+  }
+  InnerFn inner = nullptr;
+  switch (width) {
+    case 1: inner = InnerCopy<uint8_t>; break;
+    case 2: inner = InnerCopy<uint16_t>; break;
+    case 4: inner = InnerCopy<uint32_t>; break;
+    default: inner = InnerCopy<uint64_t>; break;
+  }
+  const size_t rank = dims.size();
+  const int64_t inner_n = dims.back(), inner_s = strides.back();
+  const int64_t rows = total / inner_n;
+  const int64_t min_rows = std::max<int64_t>(1, kParallelElements / std::max<int64_t>(inner_n, 1));
+  ThreadPool::Global().ParallelFor(rows, min_rows, [&](int64_t rb, int64_t re) {
+    // Odometer over the outer dims, starting at row rb.
+    std::vector<int64_t> idx(rank, 0);
+    int64_t r = rb, off = base;
+    for (size_t d = rank - 1; d-- > 0;) {
+      idx[d] = r % dims[d];
+      r /= dims[d];
+      off += idx[d] * strides[d];
+    }
+    for (int64_t row = rb; row < re; ++row) {
+      inner(src, off, inner_n, inner_s, dst + row * inner_n * width);
+      for (size_t d = rank - 1; d-- > 0;) {
+        off += strides[d];
+        if (++idx[d] < dims[d]) break;
+        off -= strides[d] * dims[d];
+        idx[d] = 0;
+      }
+    }
+  });
+}
+
+namespace {
+
+std::vector<int64_t> StridesOf(const Literal& x) { return x.shape().Strides(); }
+
+bool BroadcastInDimKernel(const Node& node, Operands ops, Literal& out) {
+  const Literal& x = *ops[0];
+  const auto& dims = node.attrs_as<ir::BroadcastInDimAttrs>().dims;
+  const std::vector<int64_t> xs = StridesOf(x);
+  std::vector<int64_t> strides(static_cast<size_t>(out.shape().rank()), 0);
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (x.shape().dim(static_cast<int64_t>(i)) != 1) strides[static_cast<size_t>(dims[i])] = xs[i];
+  StridedCopy(x.bytes().data(), 0, out.shape().dims(), strides, DTypeSize(x.dtype()),
+              out.mutable_bytes().data());
+  return true;
+}
+
+bool TransposeKernel(const Node& node, Operands ops, Literal& out) {
+  const Literal& x = *ops[0];
+  const auto& perm = node.attrs_as<ir::TransposeAttrs>().perm;
+  const std::vector<int64_t> xs = StridesOf(x);
+  std::vector<int64_t> strides;
+  for (int64_t p : perm) strides.push_back(xs[static_cast<size_t>(p)]);
+  StridedCopy(x.bytes().data(), 0, out.shape().dims(), strides, DTypeSize(x.dtype()),
+              out.mutable_bytes().data());
+  return true;
+}
+
+bool SliceKernel(const Node& node, Operands ops, Literal& out) {
+  const Literal& x = *ops[0];
+  const auto& a = node.attrs_as<ir::SliceAttrs>();
+  const std::vector<int64_t> xs = StridesOf(x);
+  std::vector<int64_t> strides(xs.size());
+  int64_t base = 0;
+  for (size_t d = 0; d < xs.size(); ++d) {
+    base += a.start[d] * xs[d];
+    strides[d] = xs[d] * a.strides[d];
+  }
+  StridedCopy(x.bytes().data(), base, out.shape().dims(), strides, DTypeSize(x.dtype()),
+              out.mutable_bytes().data());
+  return true;
+}
+
+bool ReverseKernel(const Node& node, Operands ops, Literal& out) {
+  const Literal& x = *ops[0];
+  const auto& rd = node.attrs_as<ir::ReverseAttrs>().dims;
+  std::vector<int64_t> strides = StridesOf(x);
+  int64_t base = 0;
+  for (int64_t d : rd) {
+    const size_t u = static_cast<size_t>(d);
+    if (x.shape().dim(d) == 0) return true;
+    base += (x.shape().dim(d) - 1) * strides[u];
+    strides[u] = -strides[u];
+  }
+  StridedCopy(x.bytes().data(), base, out.shape().dims(), strides, DTypeSize(x.dtype()),
+              out.mutable_bytes().data());
+  return true;
+}
+
+bool ReshapeKernel(const Node&, Operands ops, Literal& out) {
+  if (!out.bytes().empty() && out.bytes().data() != ops[0]->bytes().data())
+    std::memcpy(out.mutable_bytes().data(), ops[0]->bytes().data(), out.bytes().size());
+  return true;
+}
+
+bool ConcatenateKernel(const Node& node, Operands ops, Literal& out) {
+  const int64_t dim = node.attrs_as<ir::ConcatenateAttrs>().dim;
+  const int64_t w = DTypeSize(out.dtype());
+  int64_t outer = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= out.shape().dim(d);
+  int64_t inner = w;
+  for (int64_t d = dim + 1; d < out.shape().rank(); ++d) inner *= out.shape().dim(d);
+  const int64_t row = out.shape().dim(dim) * inner;  // bytes of one outer row of the result
+  uint8_t* dst = out.mutable_bytes().data();
+  int64_t col = 0;
+  for (const Literal* x : ops) {
+    const int64_t chunk = x->shape().dim(dim) * inner;
+    if (chunk > 0) {
+      const uint8_t* src = x->bytes().data();
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy(dst + o * row + col, src + o * chunk, static_cast<size_t>(chunk));
+    }
+    col += chunk;
+  }
+  return true;
+}
+
+int64_t LoadIndex(const Literal& idx, int64_t i) {
+  switch (idx.dtype()) {
+    case DType::kI32: return idx.data<int32_t>()[i];
+    case DType::kI64: return idx.data<int64_t>()[i];
+    case DType::kI8: return idx.data<int8_t>()[i];
+    case DType::kU8: return idx.data<uint8_t>()[i];
+    case DType::kU32: return idx.data<uint32_t>()[i];
+    default: return 0;
+  }
+}
+
+// gather / scatter_add geometry: x = [outer(p...), axis, row(r...)], p's first batch_dims dims are
+// shared with indices = [batch..., inner(i...)].
+struct GatherGeometry {
+  int64_t outer = 1, axis_size = 0, row = 1, batch = 1, inner = 1, per_batch = 1;
+};
+GatherGeometry Geometry(const Node& node, const Literal& x, const Literal& idx) {
+  const auto& a = node.attrs_as<ir::GatherAttrs>();
+  GatherGeometry g;
+  for (int64_t d = 0; d < a.axis; ++d) g.outer *= x.shape().dim(d);
+  g.axis_size = x.shape().dim(a.axis);
+  for (int64_t d = a.axis + 1; d < x.shape().rank(); ++d) g.row *= x.shape().dim(d);
+  for (int64_t d = 0; d < a.batch_dims; ++d) g.batch *= idx.shape().dim(d);
+  for (int64_t d = a.batch_dims; d < idx.shape().rank(); ++d) g.inner *= idx.shape().dim(d);
+  g.per_batch = g.batch == 0 ? 0 : g.outer / g.batch;  // p's dims after the batch dims
+  return g;
+}
+
+bool GatherKernel(const Node& node, Operands ops, Literal& out) {
+  const Literal& x = *ops[0];
+  const Literal& idx = *ops[1];
+  if (out.NumElements() == 0) return true;
+  const GatherGeometry g = Geometry(node, x, idx);
+  if (g.axis_size == 0) return false;  // the interpreter reports the error
+  const int64_t w = DTypeSize(x.dtype());
+  const int64_t row_bytes = g.row * w;
+  const uint8_t* src = x.bytes().data();
+  uint8_t* dst = out.mutable_bytes().data();
+  const int64_t total_rows = g.outer * g.inner;
+  const int64_t min_rows = std::max<int64_t>(1, kParallelElements / std::max<int64_t>(g.row, 1));
+  ThreadPool::Global().ParallelFor(total_rows, min_rows, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t p = r / g.inner, i = r % g.inner;
+      const int64_t bi = p / g.per_batch;
+      int64_t k = LoadIndex(idx, bi * g.inner + i);
+      k = std::clamp<int64_t>(k, 0, g.axis_size - 1);
+      std::memcpy(dst + r * row_bytes, src + ((p * g.axis_size + k) * g.row) * w,
+                  static_cast<size_t>(row_bytes));
+    }
+  });
+  return true;
+}
+
+template <typename T>
+bool ScatterAddKernel(const Node& node, Operands ops, Literal& out) {
+  const Literal& x = *ops[0];
+  const Literal& idx = *ops[1];
+  const Literal& upd = *ops[2];
+  if (out.bytes().data() != x.bytes().data() && !out.bytes().empty())
+    std::memcpy(out.mutable_bytes().data(), x.bytes().data(), out.bytes().size());
+  if (upd.NumElements() == 0) return true;
+  const GatherGeometry g = Geometry(node, x, idx);
+  T* y = out.mutable_data<T>();
+  const T* u = upd.data<T>();
+  // Sequential in row-major update order: duplicates accumulate in order, rounding per add.
+  for (int64_t r = 0; r < g.outer * g.inner; ++r) {
+    const int64_t p = r / g.inner, i = r % g.inner;
+    const int64_t k = LoadIndex(idx, (p / g.per_batch) * g.inner + i);
+    if (k < 0 || k >= g.axis_size) continue;
+    T* dr = y + (p * g.axis_size + k) * g.row;
+    const T* ur = u + r * g.row;
+    for (int64_t j = 0; j < g.row; ++j) dr[j] = dr[j] + ur[j];
+  }
+  return true;
+}
+
+}  // namespace
+
+KernelChoice SelectMovementKernel(const Node& node) {
+  KernelChoice c;
+  switch (node.op()) {
+    case OpKind::kBroadcastInDim: c.fn = BroadcastInDimKernel; c.name = "broadcast_in_dim"; break;
+    case OpKind::kTranspose: c.fn = TransposeKernel; c.name = "transpose"; break;
+    case OpKind::kSlice: c.fn = SliceKernel; c.name = "slice"; break;
+    case OpKind::kReverse: c.fn = ReverseKernel; c.name = "reverse"; break;
+    case OpKind::kReshape: c.fn = ReshapeKernel; c.in_place = true; c.name = "reshape"; break;
+    case OpKind::kConcatenate: c.fn = ConcatenateKernel; c.name = "concatenate"; break;
+    case OpKind::kGather: c.fn = GatherKernel; c.name = "gather"; break;
+    case OpKind::kScatterAdd:
+      if (node.result()->dtype() == DType::kF32) c.fn = ScatterAddKernel<float>;
+      if (node.result()->dtype() == DType::kF64) c.fn = ScatterAddKernel<double>;
+      c.in_place = c.fn != nullptr;  // out may be x's storage, never the updates'
+      c.in_place_operand = 0;
+      c.name = "scatter_add";
+      break;
+    default: break;
+  }
+  return c;
+}
+
+}  // namespace axle::runtime::cpu

@@ -1,0 +1,54 @@
+// A tiny fork-join pool for the CPU executor's large loops.
+//
+// ParallelFor splits [0, n) into one contiguous chunk per thread and runs them on the pool's
+// workers plus the calling thread, returning when all are done. Loops under `min_parallel`
+// iterations run inline on the caller. The pool has hardware_concurrency() threads in all (the
+// caller counts as one). BLAS is never called from inside a ParallelFor body: OpenBLAS keeps its
+// own threads and is called from the executor's thread only.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace axle::runtime {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // Threads in all, the caller included.
+  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(begin, end) over disjoint chunks covering [0, n). Not reentrant: a body must not
+  // call ParallelFor on the same pool (a nested call runs inline).
+  void ParallelFor(int64_t n, int64_t min_parallel,
+                   const std::function<void(int64_t, int64_t)>& fn);
+
+  // The process-wide pool used by the CPU kernels.
+  static ThreadPool& Global();
+
+ private:
+  void WorkerLoop(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;                 // guards everything below, and serialises ParallelFor calls
+  std::mutex call_mu_;
+  std::condition_variable work_cv_, done_cv_;
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t n_ = 0;
+  int64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+// Elements above which the kernels split loops over the pool.
+inline constexpr int64_t kParallelElements = 32 * 1024;
+
+}  // namespace axle::runtime

@@ -1,0 +1,301 @@
+// Targeted tests of the cpu backend: the registry, each dot_general layout through BLAS, the
+// threaded paths on big tensors, donation, argument errors, and an MLP's forward and backward.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "autodiff/vjp.h"
+#include "ir/builder.h"
+#include "runtime/backend.h"
+#include "runtime/cpu_kernels.h"
+#include "runtime_test_util.h"
+
+namespace axle::runtime {
+namespace {
+
+using ir::Builder;
+using ir::DotGeneralAttrs;
+using ir::Literal;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::TensorType;
+using ir::Value;
+using testutil::RandomLiteral;
+
+TensorType F32(Shape s) { return TensorType(DType::kF32, std::move(s)); }
+
+TEST(BackendRegistryTest, NamesAndUnknown) {
+  EXPECT_EQ(BackendNames(), (std::vector<std::string>{"cpu", "interpreter"}));
+  EXPECT_EQ(GetBackend("cpu").name(), "cpu");
+  EXPECT_EQ(GetBackend("interpreter").name(), "interpreter");
+  EXPECT_EQ(&GetBackend("cpu"), &GetBackend("cpu"));
+  try {
+    GetBackend("tpu");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tpu"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cpu, interpreter"), std::string::npos) << e.what();
+  }
+}
+
+// Runs `m` on both backends with `args` and compares every result (exact or within rel).
+void ExpectSame(const ir::Module& m, const std::vector<Literal>& args, double rel,
+                ExecuteStats* stats = nullptr) {
+  std::vector<BufferPtr> want = testutil::Run("interpreter", m, args);
+  auto exe = GetBackend("cpu").Compile(m);
+  std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(args));
+  if (stats) *stats = exe->last_stats();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (rel == 0) {
+      EXPECT_TRUE(*got[i] == *want[i]) << "result " << i << "\nwant " << want[i]->ToString()
+                                       << "\ngot  " << got[i]->ToString();
+    } else {
+      std::string where;
+      EXPECT_TRUE(testutil::Near(*want[i], *got[i], rel, 1.0, &where)) << "result " << i << ": " << where;
+    }
+  }
+}
+
+struct DotCase {
+  const char* name;
+  Shape lhs, rhs;
+  DotGeneralAttrs attrs;
+};
+
+TEST(CpuDotTest, EveryLayoutThroughBlas) {
+  // M = 48, K = 40, N = 56, batch 3: well above BlasMinFlops().
+  const std::vector<DotCase> cases = {
+      {"mk,kn", {48, 40}, {40, 56}, {{}, {}, {1}, {0}}},
+      {"km,kn (lhs transposed)", {40, 48}, {40, 56}, {{}, {}, {0}, {0}}},
+      {"mk,nk (rhs transposed)", {48, 40}, {56, 40}, {{}, {}, {1}, {1}}},
+      {"km,nk (both transposed)", {40, 48}, {56, 40}, {{}, {}, {0}, {1}}},
+      {"bmk,bkn", {3, 48, 40}, {3, 40, 56}, {{0}, {0}, {2}, {1}}},
+      {"bkm,bnk", {3, 40, 48}, {3, 56, 40}, {{0}, {0}, {1}, {2}}},
+      {"mbk,kbn (batch in the middle: copies)", {48, 3, 40}, {40, 3, 56}, {{1}, {1}, {2}, {0}}},
+      {"two contracting dims", {48, 8, 5}, {5, 8, 56}, {{}, {}, {1, 2}, {1, 0}}},
+      {"free dims on both sides of k", {6, 40, 8}, {40, 7, 8}, {{}, {}, {1}, {0}}},
+      {"matrix-vector", {48, 40}, {40}, {{}, {}, {1}, {0}}},
+  };
+  ASSERT_LE(cpu::BlasMinFlops(), 48 * 40 * 56);
+  for (DType t : {DType::kF32, DType::kF64}) {
+    for (const DotCase& c : cases) {
+      SCOPED_TRACE(std::string(c.name) + " " + std::string(DTypeName(t)));
+      ir::Module m("dot");
+      Builder b(m.AddFunction("main"));
+      Value* x = b.Parameter(0, TensorType(t, c.lhs));
+      Value* y = b.Parameter(1, TensorType(t, c.rhs));
+      b.Return({b.DotGeneral(x, y, c.attrs)});
+      const double rel = t == DType::kF32 ? 1e-5 : 1e-12;
+      // Sums of 40 products of values in [-1, 1): compare relative to a scale of 1.
+      ExpectSame(m, {RandomLiteral(t, c.lhs, 1), RandomLiteral(t, c.rhs, 2)}, rel);
+    }
+  }
+}
+
+TEST(CpuDotTest, SmallDotsAreExactAndEmptyContractionIsZero) {
+  ir::Module m("dot");
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, F32({3, 0}));
+  Value* y = b.Parameter(1, F32({0, 4}));
+  Value* u = b.Parameter(2, F32({5, 3}));
+  Value* v = b.Parameter(3, F32({3, 2}));
+  b.Return({b.MatMul(x, y), b.MatMul(u, v)});
+  ExpectSame(m, {Literal(F32({3, 0})), Literal(F32({0, 4})), RandomLiteral(DType::kF32, {5, 3}, 3),
+                 RandomLiteral(DType::kF32, {3, 2}, 4)}, 0);
+}
+
+// Big tensors (> 32K elements) take the threaded paths; every one is bitwise exact.
+TEST(CpuThreadedTest, BigTensorsMatchBitwise) {
+  const Shape s{64, 96, 72};  // 442368 elements
+  ir::Module m("big");
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, F32(s));
+  Value* y = b.Parameter(1, F32(s));
+  Value* half = b.BroadcastInDim(b.Scalar(DType::kF32, 0.5), s, {});
+  Value* row = b.Parameter(2, F32({72}));
+  Value* e = b.Unary(OpKind::kExp, b.Mul(x, half));
+  Value* z = b.Add(b.Sub(e, y), b.BroadcastInDim(row, s, {2}));
+  Value* mx = b.Max(z, y);
+  Value* t = b.Transpose(mx, {2, 0, 1});
+  Value* sel = b.Select(b.Compare(ir::CompareDir::kGt, x, y), x, mx);
+  Value* cvt = b.Convert(b.Convert(sel, DType::kF64), DType::kF32);
+  Value* inner = b.Reduce(cvt, ReduceKind::kSum, {2});
+  Value* leading = b.Reduce(z, ReduceKind::kSum, {0});
+  Value* middle = b.Reduce(z, ReduceKind::kMax, {1});
+  Value* scattered = b.Reduce(t, ReduceKind::kMin, {0, 2});
+  Value* all = b.Reduce(z, ReduceKind::kSum, {0, 1, 2});
+  Value* sl = b.Build1(OpKind::kSlice, {t}, ir::SliceAttrs{{1, 0, 3}, {70, 64, 96}, {2, 1, 3}});
+  Value* cat = b.Build1(OpKind::kConcatenate, {x, y, x}, ir::ConcatenateAttrs{1});
+  Value* rs = b.Reshape(cat, Shape{64 * 288, 72});
+  // Embedding lookup and its gradient: gather rows of a table, scatter_add them back.
+  Value* table = b.Reshape(x, Shape{64 * 96, 72});
+  std::vector<int32_t> ids(5000);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919) % 6200) - 3;
+  Value* idx = b.Constant(Literal::FromVector<int32_t>(DType::kI32, {5000}, ids));
+  Value* g = b.Build1(OpKind::kGather, {table, idx}, ir::GatherAttrs{0, 0});
+  Value* grad = b.Build1(OpKind::kScatterAdd, {table, idx, g}, ir::GatherAttrs{0, 0});
+  b.Return({z, t, inner, leading, middle, scattered, all, sl, rs, g, grad, cvt});
+  ExpectSame(m, {RandomLiteral(DType::kF32, s, 5), RandomLiteral(DType::kF32, s, 6),
+                 RandomLiteral(DType::kF32, {72}, 7)}, 0);
+}
+
+TEST(CpuDonationTest, UniqueArgumentStorageIsReused) {
+  const Shape s{1000};
+  ir::Module m("step");
+  Builder b(m.AddFunction("main"));
+  Value* p = b.Parameter(0, F32(s), "param");
+  Value* g = b.Parameter(1, F32(s), "grad");
+  Value* lr = b.BroadcastInDim(b.Scalar(DType::kF32, 0.25), s, {});
+  b.Return({b.Sub(p, b.Mul(g, lr))});
+  auto exe = GetBackend("cpu").Compile(m);
+  const Literal p0 = RandomLiteral(DType::kF32, s, 8), g0 = RandomLiteral(DType::kF32, s, 9);
+  const std::vector<BufferPtr> want = testutil::Run("interpreter", m, {p0, g0});
+
+  // Donated: the result lives in the parameter's storage.
+  auto param = std::make_shared<Literal>(p0);
+  auto grad = std::make_shared<Literal>(g0);
+  const float* storage = param->data<float>();
+  std::vector<BufferPtr> args;
+  args.push_back(std::move(param));
+  args.push_back(grad);  // shared with this test: read only
+  std::vector<BufferPtr> out = exe->Execute(std::move(args));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0]->data<float>(), storage);
+  EXPECT_EQ(exe->last_stats().donated_reused, 1);
+  EXPECT_TRUE(*out[0] == *want[0]);
+  EXPECT_TRUE(*grad == g0);  // untouched
+
+  // Not donated: the caller keeps a reference, so it must not change.
+  auto kept = std::make_shared<Literal>(p0);
+  out = exe->Execute({kept, grad});
+  EXPECT_NE(out[0]->data<float>(), kept->data<float>());
+  EXPECT_EQ(exe->last_stats().donated_reused, 0);
+  EXPECT_TRUE(*kept == p0);
+  EXPECT_TRUE(*out[0] == *want[0]);
+  EXPECT_EQ(exe->last_stats().kernels_run, 3);  // broadcast, mul, sub (not parameters, constants)
+}
+
+TEST(CpuDonationTest, IntermediatesAreFreedAfterTheirLastUse) {
+  // A chain of 10 adds on 1 MB tensors: at most ~3 live at once, not 10.
+  const Shape s{256, 1024};
+  ir::Module m("chain");
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, F32(s));
+  Value* v = x;
+  for (int i = 0; i < 10; ++i) v = b.Unary(OpKind::kTanh, b.Add(v, x));
+  b.Return({v});
+  ExecuteStats stats;
+  ExpectSame(m, {RandomLiteral(DType::kF32, s, 10)}, 0, &stats);
+  EXPECT_EQ(stats.kernels_run, 20);
+  EXPECT_LE(stats.peak_bytes, 2 * 256 * 1024 * 4);
+  EXPECT_GT(stats.peak_bytes, 0);
+}
+
+TEST(CpuArgumentsTest, WrongCountOrTypeNamesTheParameter) {
+  ir::Module m("f");
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, F32({2, 3}), "x");
+  Value* y = b.Parameter(1, F32({3}), "y");
+  b.Return({b.Add(x, b.BroadcastInDim(y, Shape{2, 3}, {1}))});
+  for (const char* name : {"cpu", "interpreter"}) {
+    auto exe = GetBackend(name).Compile(m);
+    try {
+      exe->Execute({std::make_shared<Literal>(F32({2, 3}))});
+      ADD_FAILURE() << name << ": expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("expected 2 arguments, got 1"), std::string::npos) << e.what();
+    }
+    try {
+      exe->Execute({std::make_shared<Literal>(F32({2, 3})),
+                    std::make_shared<Literal>(TensorType(DType::kF64, Shape{3}))});
+      ADD_FAILURE() << name << ": expected an error";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("argument 1"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("f64[3]"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("f32[3]"), std::string::npos) << msg;
+    }
+  }
+}
+
+TEST(CpuMlpTest, ForwardAndBackwardMatchTheInterpreter) {
+  // loss = sum((tanh(x W1 + b1) W2 + b2 - target)^2) / batch
+  const int64_t B = 32, I = 64, H = 128, O = 16;
+  ir::Module m("mlp");
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, F32({B, I}), "x");
+  Value* w1 = b.Parameter(1, F32({I, H}), "w1");
+  Value* b1 = b.Parameter(2, F32({H}), "b1");
+  Value* w2 = b.Parameter(3, F32({H, O}), "w2");
+  Value* b2 = b.Parameter(4, F32({O}), "b2");
+  Value* target = b.Parameter(5, F32({B, O}), "target");
+  Value* h = b.Unary(OpKind::kTanh, b.Add(b.MatMul(x, w1), b.BroadcastInDim(b1, Shape{B, H}, {1})));
+  Value* out = b.Add(b.MatMul(h, w2), b.BroadcastInDim(b2, Shape{B, O}, {1}));
+  Value* d = b.Sub(out, target);
+  Value* loss = b.Div(b.Reduce(b.Mul(d, d), ReduceKind::kSum, {0, 1}), b.Scalar(DType::kF32, B));
+  b.Return({loss});
+  std::unique_ptr<ir::Module> g = autodiff::GradModule(m, 0, {1, 2, 3, 4});
+  std::vector<Literal> args = {RandomLiteral(DType::kF32, {B, I}, 11),
+                               RandomLiteral(DType::kF32, {I, H}, 12),
+                               RandomLiteral(DType::kF32, {H}, 13),
+                               RandomLiteral(DType::kF32, {H, O}, 14),
+                               RandomLiteral(DType::kF32, {O}, 15),
+                               RandomLiteral(DType::kF32, {B, O}, 16)};
+  ASSERT_EQ(g->entry()->results().size(), 5u);
+  std::vector<BufferPtr> want = testutil::Run("interpreter", *g, args);
+  std::vector<BufferPtr> got = testutil::Run("cpu", *g, args);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    double scale = 0;  // relative to the result's largest magnitude
+    for (int64_t k = 0; k < want[i]->NumElements(); ++k) scale = std::max(scale, std::fabs(want[i]->GetDouble(k)));
+    std::string where;
+    EXPECT_TRUE(testutil::Near(*want[i], *got[i], 1e-5, scale, &where)) << "result " << i << ": " << where;
+  }
+}
+
+// Not a correctness test: prints the cpu backend's speed against the interpreter's.
+TEST(CpuBenchmarkTest, DotAndAdd) {
+  using Clock = std::chrono::steady_clock;
+  auto time = [](Executable& exe, const std::vector<Literal>& args, int reps) {
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+      auto bufs = testutil::Buffers(args);
+      auto t0 = Clock::now();
+      exe.Execute(std::move(bufs));
+      best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    return best;
+  };
+  {
+    const int64_t n = 1024;
+    ir::Module m("dot");
+    Builder b(m.AddFunction("main"));
+    b.Return({b.MatMul(b.Parameter(0, F32({n, n})), b.Parameter(1, F32({n, n})))});
+    std::vector<Literal> args = {RandomLiteral(DType::kF32, {n, n}, 1), RandomLiteral(DType::kF32, {n, n}, 2)};
+    auto cpu = GetBackend("cpu").Compile(m);
+    const double t_cpu = time(*cpu, args, 3);
+    std::printf("[bench] f32 [1024x1024]x[1024x1024] dot: cpu %.4f s (%.1f GFLOP/s)\n", t_cpu,
+                2.0 * n * n * n / t_cpu / 1e9);
+    if (std::getenv("AXLE_BENCH_INTERPRETER")) {
+      auto interp = GetBackend("interpreter").Compile(m);
+      std::printf("[bench]   interpreter %.2f s\n", time(*interp, args, 1));
+    }
+  }
+  {
+    const Shape s{4 * 1024 * 1024};
+    ir::Module m("add");
+    Builder b(m.AddFunction("main"));
+    b.Return({b.Add(b.Parameter(0, F32(s)), b.Parameter(1, F32(s)))});
+    std::vector<Literal> args = {RandomLiteral(DType::kF32, s, 1), RandomLiteral(DType::kF32, s, 2)};
+    auto cpu = GetBackend("cpu").Compile(m);
+    auto interp = GetBackend("interpreter").Compile(m);
+    std::printf("[bench] f32 4M-element add: cpu %.4f s, interpreter %.4f s\n", time(*cpu, args, 5),
+                time(*interp, args, 2));
+  }
+}
+
+}  // namespace
+}  // namespace axle::runtime

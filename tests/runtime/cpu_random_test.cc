@@ -1,0 +1,99 @@
+// The cpu backend against the interpreter backend on random programs (testing::RandomModule).
+// Every cpu kernel but BLAS dot_general is bitwise equal to the interpreter, and small dots use
+// the exact loop, so random programs (tiny shapes) must match bit for bit; with BLAS forced for
+// every dot, f32/f64 results must match within a tolerance.
+#include <gtest/gtest.h>
+
+#include "ir/printer.h"
+#include "runtime/backend.h"
+#include "runtime/cpu_kernels.h"
+#include "runtime_test_util.h"
+#include "testing/random_module.h"
+
+namespace axle::runtime {
+namespace {
+
+using testutil::Buffers;
+
+std::string Program(const ir::Module& m) { return ir::PrintModule(m); }
+
+// Runs seed's module on both backends; returns false (with a gtest failure) on a mismatch.
+// Modules the interpreter rejects (e.g. gathering from an empty axis) must be rejected by the
+// cpu backend too.
+void Compare(uint64_t seed, const testing::RandomModuleOptions& opts, bool exact, int* compared) {
+  std::unique_ptr<ir::Module> m = testing::RandomModule(seed, opts);
+  std::vector<ir::Literal> args = testing::RandomArguments(*m->entry(), seed);
+  std::vector<BufferPtr> want, got;
+  bool interp_failed = false;
+  try {
+    want = GetBackend("interpreter").Compile(*m)->Execute(Buffers(args));
+  } catch (const Error&) {
+    interp_failed = true;
+  }
+  auto exe = GetBackend("cpu").Compile(*m);
+  if (interp_failed) {
+    EXPECT_THROW(exe->Execute(Buffers(args)), Error) << "seed " << seed << "\n" << Program(*m);
+    return;
+  }
+  got = exe->Execute(Buffers(args));
+  ASSERT_EQ(got.size(), want.size()) << "seed " << seed;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (exact) {
+      ASSERT_TRUE(*got[i] == *want[i]) << "seed " << seed << " result " << i << "\nwant "
+                                       << want[i]->ToString(64) << "\ngot  " << got[i]->ToString(64)
+                                       << "\n" << Program(*m);
+    } else {
+      std::string where;
+      ASSERT_TRUE(testutil::Near(*want[i], *got[i], 1e-4, 1.0, &where))
+          << "seed " << seed << " result " << i << ": " << where << "\n" << Program(*m);
+    }
+  }
+  EXPECT_GT(exe->last_stats().kernels_run + static_cast<int64_t>(m->entry()->nodes().size()), 0);
+  ++*compared;
+}
+
+TEST(CpuRandomTest, AllOpsAllDTypesBitwiseEqual) {
+  testing::RegisterTestCustomCalls();
+  testing::RandomModuleOptions opts;
+  int compared = 0;
+  for (uint64_t seed = 0; seed < 400; ++seed) {
+    Compare(seed, opts, /*exact=*/true, &compared);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GE(compared, 300);
+}
+
+TEST(CpuRandomTest, BiggerFloatProgramsBitwiseEqual) {
+  testing::RegisterTestCustomCalls();
+  testing::RandomModuleOptions opts;
+  opts.num_nodes = 20;
+  opts.max_dim = 7;
+  opts.max_rank = 4;
+  opts.dtypes = {DType::kF32, DType::kF64};
+  int compared = 0;
+  for (uint64_t seed = 1000; seed < 1300; ++seed) {
+    Compare(seed, opts, /*exact=*/true, &compared);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GE(compared, 250);
+}
+
+TEST(CpuRandomTest, BlasDotsWithinTolerance) {
+  testing::RegisterTestCustomCalls();
+  testing::RandomModuleOptions opts;
+  opts.dtypes = {DType::kF32, DType::kF64};
+  opts.ops = {ir::OpKind::kDotGeneral, ir::OpKind::kAdd, ir::OpKind::kMul, ir::OpKind::kTranspose,
+              ir::OpKind::kReshape, ir::OpKind::kBroadcastInDim, ir::OpKind::kReduce};
+  const int64_t saved = cpu::BlasMinFlops();
+  cpu::SetBlasMinFlops(1);
+  int compared = 0;
+  for (uint64_t seed = 2000; seed < 2300; ++seed) {
+    Compare(seed, opts, /*exact=*/false, &compared);
+    if (HasFatalFailure()) break;
+  }
+  cpu::SetBlasMinFlops(saved);
+  EXPECT_GE(compared, 250);
+}
+
+}  // namespace
+}  // namespace axle::runtime
