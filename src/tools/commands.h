@@ -17,6 +17,7 @@ void AddOptCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner
 void AddRunCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
 void AddHashCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
 void AddFlagsCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
+void AddTrainCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
 
 // Reads a whole file; throws axle::Error naming the file when it cannot.
 std::string ReadFile(const std::string& path);

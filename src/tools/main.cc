@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   AddRunCommand(app, commands);
   AddHashCommand(app, commands);
   AddFlagsCommand(app, commands);
+  AddTrainCommand(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

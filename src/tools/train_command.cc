@@ -1,0 +1,54 @@
+// axle train [--model gpt2] [--config tiny|small|124m] [--init DIR|FILE.safetensors]
+//            [--data FILE] [--steps N] [--batch B] [--seq T] [--lr X] [--warmup N]
+//            [--schedule constant|cosine] [--weight-decay X] [--grad-clip X] [--dropout X]
+//            [--seed S] [--log-json FILE] ...
+// Trains GPT-2 (src/train/trainer.h). With no flags: a tiny GPT on the embedded corpus.
+#include <iostream>
+
+#include "tools/commands.h"
+#include "train/trainer.h"
+
+namespace axle::tools {
+
+void AddTrainCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands) {
+  auto o = std::make_shared<train::TrainOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "train", "Train GPT-2 (default: a tiny GPT on a corpus embedded in the binary)");
+  sub->add_option("--model", o->model, "Model family")->check(CLI::IsMember({"gpt2"}));
+  auto* config = sub->add_option("--config", o->config, "Model size (without --init)")
+                     ->check(CLI::IsMember({"tiny", "small", "124m"}));
+  sub->add_option("--init", o->init,
+                  "Start from a Hugging Face GPT-2 directory or .safetensors file");
+  sub->add_option("--data", o->data,
+                  "Token data: an llm.c .bin shard, or a UTF-8 text file (byte tokens)");
+  sub->add_option("--steps", o->steps, "Training steps")->check(CLI::PositiveNumber);
+  sub->add_option("--batch", o->batch, "Batch size B")->check(CLI::PositiveNumber);
+  sub->add_option("--seq", o->seq, "Sequence length T")->check(CLI::PositiveNumber);
+  sub->add_option("--lr", o->lr, "Peak learning rate")->check(CLI::PositiveNumber);
+  sub->add_option("--warmup", o->warmup, "Linear warmup steps")->check(CLI::NonNegativeNumber);
+  sub->add_option("--schedule", o->schedule, "LR schedule after warmup")
+      ->check(CLI::IsMember({"constant", "cosine"}));
+  sub->add_option("--weight-decay", o->weight_decay, "AdamW weight decay (matrices only)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--grad-clip", o->grad_clip, "Global-norm gradient clipping (0 = off)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--dropout", o->dropout, "Dropout probability")->check(CLI::Range(0.0, 0.99));
+  sub->add_option("--seed", o->seed, "Seed of the initialization, dropout and sampling");
+  sub->add_option("--log-json", o->log_json, "Write one JSON object per step to FILE");
+  sub->add_option("--log-every", o->log_every, "Print a line every N steps")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--samples", o->samples, "Samples generated at the end")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--sample-tokens", o->sample_tokens, "Tokens per sample")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--save", o->save, "Save the trained weights to FILE.safetensors");
+  sub->add_option("--backend", o->backend, "Executor")
+      ->check(CLI::IsMember({"cpu", "interpreter"}));
+  sub->add_flag("!--no-progress", o->progress, "No progress bar");
+  commands.emplace_back(sub, [o, config] {
+    o->config_given = config->count() > 0;
+    train::Train(*o, std::cout);
+  });
+}
+
+}  // namespace axle::tools

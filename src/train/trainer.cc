@@ -1,0 +1,250 @@
+// The training loop of `axle train` (trainer.h).
+#include "train/trainer.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "axle/metrics.h"
+#include "axle/nn.h"
+#include "axle/optim.h"
+#include "axle/tensor.h"
+#include "core/error.h"
+#include "train/corpus.h"
+#include "train/data.h"
+
+namespace axle::train {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void Validate(const TrainOptions& o) {
+  if (o.model != "gpt2") Fail("--model {}: the only model is gpt2", o.model);
+  if (o.steps < 1) Fail("--steps {}: must be at least 1", o.steps);
+  if (o.batch < 1) Fail("--batch {}: must be at least 1", o.batch);
+  if (o.seq < 1) Fail("--seq {}: must be at least 1", o.seq);
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) Fail("--lr {}: must be a positive number", o.lr);
+  if (o.warmup < 0) Fail("--warmup {}: must not be negative", o.warmup);
+  if (o.schedule != "constant" && o.schedule != "cosine")
+    Fail("--schedule {}: expected constant or cosine", o.schedule);
+  if (!(o.weight_decay >= 0)) Fail("--weight-decay {}: must not be negative", o.weight_decay);
+  if (!(o.grad_clip >= 0)) Fail("--grad-clip {}: must not be negative (0 = off)", o.grad_clip);
+  if (!(o.dropout >= 0 && o.dropout < 1)) Fail("--dropout {}: must be in [0, 1)", o.dropout);
+  if (!o.init.empty() && o.config_given)
+    Fail("--config {} and --init {} exclude each other: the model's config comes from the "
+         "checkpoint",
+         o.config, o.init);
+}
+
+// A printable rendering of byte tokens (other vocabularies print token ids).
+std::string Render(const std::vector<int32_t>& tokens, int64_t vocab) {
+  std::string s;
+  if (vocab > 256) {
+    for (int32_t t : tokens) s += fmt::format("{} ", t);
+    return s;
+  }
+  for (int32_t t : tokens) {
+    const char c = static_cast<char>(t);
+    s += (c == '\n' || (t >= 32 && t < 127)) ? c : '?';
+  }
+  return s;
+}
+
+// Samples `n` continuations of `prompt` with temperature 0.8 and top-k 40. The forward always
+// runs on a fixed [n, T] window (zero-padded on the right; the causal mask keeps padding out of
+// the positions read), so every token reuses one compiled graph.
+std::vector<std::string> Generate(nn::GPT2& model, const std::vector<int32_t>& prompt, int64_t n,
+                                  int64_t new_tokens, int64_t window, uint64_t seed) {
+  NoGradGuard no_grad;
+  model.eval();
+  const int64_t vocab = model.config().vocab_size;
+  std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(n), prompt);
+  std::mt19937_64 rng(seed);
+  for (int64_t k = 0; k < new_tokens; ++k) {
+    std::vector<int32_t> idx(static_cast<size_t>(n * window), 0);
+    std::vector<int64_t> pos(static_cast<size_t>(n));
+    for (int64_t s = 0; s < n; ++s) {
+      const auto& q = seqs[static_cast<size_t>(s)];
+      const int64_t len = std::min<int64_t>(window, static_cast<int64_t>(q.size()));
+      std::copy(q.end() - len, q.end(), idx.begin() + s * window);
+      pos[static_cast<size_t>(s)] = len - 1;
+    }
+    Tensor logits = model.forward(from_vector<int32_t>(idx, {n, window}, DType::kI32));
+    sync();
+    const std::vector<float> all = logits.to_vector<float>();
+    for (int64_t s = 0; s < n; ++s) {
+      const float* row = all.data() + (s * window + pos[static_cast<size_t>(s)]) * vocab;
+      std::vector<std::pair<float, int32_t>> top;
+      for (int32_t v = 0; v < vocab; ++v) top.emplace_back(row[v] / 0.8f, v);
+      const size_t kk = std::min<size_t>(40, top.size());
+      std::partial_sort(top.begin(), top.begin() + kk, top.end(), std::greater<>());
+      double z = 0;
+      for (size_t i = 0; i < kk; ++i) z += std::exp(top[i].first - top[0].first);
+      // A uniform double in [0, 1) from 53 random bits (portable, unlike std distributions).
+      double u = static_cast<double>(rng() >> 11) * 0x1.0p-53 * z;
+      int32_t pick = top[kk - 1].second;
+      for (size_t i = 0; i < kk; ++i) {
+        u -= std::exp(top[i].first - top[0].first);
+        if (u < 0) {
+          pick = top[i].second;
+          break;
+        }
+      }
+      seqs[static_cast<size_t>(s)].push_back(pick);
+    }
+  }
+  model.train();
+  std::vector<std::string> out;
+  for (const auto& q : seqs) out.push_back(Render(q, vocab));
+  return out;
+}
+
+void PrintProgress(int64_t done, int64_t total, double loss, double tok_s) {
+  const int width = 30;
+  const int filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
+  std::cerr << fmt::format("\r[{}{}] {}/{} loss {:.4f} {:.0f} tok/s", std::string(filled, '#'),
+                           std::string(width - filled, ' '), done, total, loss, tok_s)
+            << std::flush;
+}
+
+}  // namespace
+
+TrainResult Train(const TrainOptions& o, std::ostream& out) {
+  Validate(o);
+  set_backend(o.backend);
+  manual_seed(o.seed);
+
+  // The model.
+  std::shared_ptr<nn::GPT2> model;
+  if (!o.init.empty()) {
+    model = nn::LoadGPT2(o.init);
+    if (o.dropout > 0) Fail("--dropout with --init is not supported yet: the checkpoint's model is built without dropout");
+  } else {
+    nn::GPT2Config config = nn::GPT2Config::Preset(o.config);
+    config.dropout = o.dropout;
+    model = std::make_shared<nn::GPT2>(config, o.seed);
+  }
+  const nn::GPT2Config& config = model->config();
+  if (o.seq > config.n_positions)
+    Fail("--seq {} is longer than the model's context (n_positions = {})", o.seq,
+         config.n_positions);
+
+  // The data.
+  TokenData data;
+  if (o.data.empty()) {
+    const std::string_view text = EmbeddedCorpus();
+    data.tokens.assign(text.begin(), text.end());
+    for (int32_t& t : data.tokens) t = static_cast<uint8_t>(t);
+    data.vocab_hint = 256;
+    data.source = "<embedded corpus>";
+  } else {
+    data = LoadTokens(o.data);
+  }
+  CheckVocab(data.tokens, config.vocab_size, data.source);
+  BatchLoader loader(data.tokens, o.batch, o.seq, data.source);
+
+  // The optimizer: weight decay on matrices and embeddings, not on biases and norms.
+  std::vector<Tensor> decay, no_decay, all;
+  for (const auto& [name, p] : model->named_parameters()) {
+    (p.dim() >= 2 ? decay : no_decay).push_back(p);
+    all.push_back(p);
+  }
+  optim::AdamW opt({{decay, o.weight_decay}, {no_decay, 0.0}}, o.lr, {0.9, 0.999}, 1e-8,
+                   o.weight_decay);
+  sync();  // the initial weights and the optimizer state are device data from here on
+
+  out << fmt::format("axle train: gpt2 {} ({:.2f}M parameters), {} tokens from {}, batch {} x seq "
+                     "{}, {} steps, backend {}\n",
+                     config.ToString(), model->num_parameters() / 1e6, data.tokens.size(),
+                     data.source, o.batch, o.seq, o.steps, o.backend);
+  std::ofstream json;
+  if (!o.log_json.empty()) {
+    json.open(o.log_json);
+    if (!json) Fail("--log-json {}: cannot open for writing", o.log_json);
+  }
+  const bool bar = o.progress && isatty(STDERR_FILENO);
+
+  TrainResult result;
+  const int64_t tokens_per_step = o.batch * o.seq;
+  auto log = [&](StepLog s) {
+    result.steps.push_back(s);
+    if (json.is_open()) {
+      nlohmann::json j = {{"step", s.step},           {"loss", s.loss},
+                          {"lr", s.lr},               {"tokens_per_s", s.tokens_per_s},
+                          {"step_s", s.step_s},       {"compile_s", s.compile_s}};
+      json << j.dump() << "\n" << std::flush;
+    }
+    if (s.step == 0 || s.step + 1 == o.steps || (o.log_every > 0 && s.step % o.log_every == 0)) {
+      if (bar) std::cerr << "\r" << std::string(70, ' ') << "\r";
+      out << fmt::format("step {} | loss {:.6f} | lr {:.3e} | tok/s {:.0f}{}\n", s.step, s.loss,
+                         s.lr, s.tokens_per_s,
+                         s.compile_s > 0 ? fmt::format(" | compile {:.2f} s", s.compile_s) : "")
+          << std::flush;
+    }
+    if (bar) PrintProgress(s.step + 1, o.steps, s.loss, s.tokens_per_s);
+  };
+
+  // Pipelined: step i is traced and launched before step i-1's loss is read, so tracing
+  // overlaps execution. A step's time is measured from the previous step's completion.
+  Tensor prev_loss;
+  StepLog prev;
+  Clock::time_point last_done = Clock::now();
+  for (int64_t step = 0; step < o.steps; ++step) {
+    const double lr = optim::lr_at(step, o.steps, o.lr, o.warmup, o.schedule);
+    opt.set_lr(lr);
+    Batch b = loader.Get(step);
+    Tensor x = from_vector<int32_t>(b.inputs, {o.batch, o.seq}, DType::kI32);
+    Tensor y = from_vector<int32_t>(b.targets, {o.batch, o.seq}, DType::kI32);
+    const double compile_before = metrics().compile_s;
+    opt.zero_grad();
+    Tensor loss = model->forward(x, y);
+    loss.backward();
+    if (o.grad_clip > 0) optim::clip_grad_norm_(all, o.grad_clip);
+    opt.step();
+    sync();
+    const double compile_s = metrics().compile_s - compile_before;
+    if (prev_loss.defined()) {
+      prev.loss = prev_loss.item();
+      prev.step_s = Since(last_done);
+      last_done = Clock::now();
+      prev.tokens_per_s = tokens_per_step / prev.step_s;
+      log(prev);
+    }
+    prev_loss = loss;
+    prev = StepLog{step, 0, lr, 0, 0, compile_s};
+  }
+  prev.loss = prev_loss.item();
+  prev.step_s = Since(last_done);
+  prev.tokens_per_s = tokens_per_step / prev.step_s;
+  log(prev);
+  if (bar) std::cerr << "\n";
+  if (!std::isfinite(prev.loss))
+    Fail("the loss became {} at step {}: lower --lr or set --grad-clip", prev.loss, prev.step);
+
+  if (!o.save.empty()) {
+    nn::save_safetensors(model->state_dict(), o.save);
+    out << "saved the weights to " << o.save << "\n";
+  }
+  if (o.samples > 0) {
+    // Prompt: the first line start of the data (a few tokens).
+    std::vector<int32_t> prompt(data.tokens.begin(),
+                                data.tokens.begin() + std::min<size_t>(4, data.tokens.size()));
+    result.samples = Generate(*model, prompt, o.samples, o.sample_tokens,
+                              std::min(o.seq, config.n_positions), o.seed);
+    out << "samples:\n";
+    for (size_t i = 0; i < result.samples.size(); ++i)
+      out << fmt::format("--- sample {} ---\n{}\n", i, result.samples[i]);
+  }
+  out << metrics_report();
+  return result;
+}
+
+}  // namespace axle::train

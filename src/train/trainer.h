@@ -1,0 +1,61 @@
+// The training job behind `axle train`: GPT-2 on token data, AdamW, one compiled step.
+//
+//   axle::train::TrainOptions o;            // defaults: tiny GPT on the embedded corpus
+//   axle::train::TrainResult r = axle::train::Train(o, std::cout);
+//
+// Batches follow llm.c's order (data.h). The loss logged for step i is the forward loss on batch
+// i before that step's update. Every step is traced (forward, backward, clipping, AdamW) and run
+// as one executable; after the first step it comes from the executable cache.
+#pragma once
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace axle::train {
+
+struct TrainOptions {
+  std::string model = "gpt2";
+  std::string config = "tiny";   // tiny | small | 124m (ignored with `init`)
+  bool config_given = false;     // --config was passed explicitly
+  std::string init;              // HF directory or .safetensors file; empty = random init
+  std::string data;              // .bin llm.c shard or a text file; empty = embedded corpus
+  int64_t steps = 300;
+  int64_t batch = 8;
+  int64_t seq = 64;
+  double lr = 1e-2;
+  int64_t warmup = 20;
+  std::string schedule = "cosine";  // constant | cosine
+  double weight_decay = 0.1;
+  double grad_clip = 1.0;           // 0 = no clipping
+  double dropout = 0.0;
+  uint64_t seed = 1337;
+  std::string log_json;             // one JSON object per step
+  int64_t log_every = 10;           // a text line every N steps (and the first and last)
+  int64_t samples = 3;              // generated samples printed at the end (0 = none)
+  int64_t sample_tokens = 160;
+  std::string save;                 // write the trained weights to this .safetensors file
+  std::string backend = "cpu";
+  bool progress = true;             // a progress bar when stderr is a terminal
+};
+
+struct StepLog {
+  int64_t step = 0;
+  double loss = 0;
+  double lr = 0;
+  double tokens_per_s = 0;
+  double step_s = 0;
+  double compile_s = 0;  // compile seconds spent in this step (0 on a cache hit)
+};
+
+struct TrainResult {
+  std::vector<StepLog> steps;
+  std::vector<std::string> samples;
+};
+
+// Validates the options (throws axle::Error naming the flag), loads the model and the data
+// (clear errors for a missing file, a config/weights mismatch, a token id >= vocab_size), trains,
+// and prints the log (and samples) to `out`.
+TrainResult Train(const TrainOptions& options, std::ostream& out);
+
+}  // namespace axle::train

@@ -1,0 +1,115 @@
+// `axle train` end to end: defaults train, and bad input exits 1 with a clear message.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "train/data.h"
+
+namespace axle {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+struct RunResult {
+  int status = -1;     // exit code; -1 when killed by a signal
+  std::string output;  // stdout and stderr together
+};
+
+RunResult RunAxle(const std::string& args) {
+  std::string cmd = std::string(AXLE_BINARY) + " " + args + " 2>&1";
+  RunResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+class TrainCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("axle_train_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Path(const std::string& name) { return (dir_ / name).string(); }
+  fs::path dir_;
+};
+
+// A short run: the loss falls, the log has every field, and only step 0 compiles.
+TEST_F(TrainCliTest, TrainsAndLogsJsonWithoutRecompiling) {
+  const std::string log = Path("log.jsonl");
+  RunResult r = RunAxle("train --steps 40 --batch 8 --seq 32 --lr 3e-3 --warmup 5 --samples 1 "
+                        "--sample-tokens 16 --no-progress --log-json " + log);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("step 0 | loss "));
+  EXPECT_THAT(r.output, HasSubstr("--- sample 0 ---"));
+  std::ifstream in(log);
+  std::string line;
+  std::vector<nlohmann::json> steps;
+  while (std::getline(in, line)) steps.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(steps.size(), 40u);
+  for (const char* key : {"step", "loss", "lr", "tokens_per_s", "step_s", "compile_s"})
+    EXPECT_TRUE(steps[0].contains(key)) << key;
+  for (size_t i = 1; i < steps.size(); ++i) EXPECT_EQ(steps[i]["compile_s"].get<double>(), 0.0) << i;
+  const double first = steps.front()["loss"], last = steps.back()["loss"];
+  EXPECT_NEAR(first, std::log(256.0), 0.3);
+  EXPECT_LT(last, first - 1.0);
+}
+
+TEST_F(TrainCliTest, BadInputExitsOneWithAClearMessage) {
+  RunResult r = RunAxle("train --no-such-flag");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("--no-such-flag"));
+
+  r = RunAxle("train --steps 1 --data " + Path("missing.bin"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("missing.bin"));
+
+  r = RunAxle("train --steps 0");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("--steps"));
+
+  r = RunAxle("train --steps 1 --seq 4096");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("n_positions"));
+
+  // A token id the tiny model's 256-entry vocabulary cannot embed.
+  const std::string shard = Path("tokens.bin");
+  train::WriteTokenShard(shard, std::vector<int32_t>{1, 2, 3, 300, 4, 5, 6, 7, 8, 9});
+  r = RunAxle("train --steps 1 --batch 1 --seq 4 --data " + shard);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("300"));
+  EXPECT_THAT(r.output, HasSubstr("vocab_size 256"));
+
+  // A truncated safetensors file as --init.
+  {
+    std::ofstream f(Path("model.safetensors"), std::ios::binary);
+    const uint64_t header_len = 200;
+    f.write(reinterpret_cast<const char*>(&header_len), 8);
+    f << "{\"wte.weight\": {";
+  }
+  r = RunAxle("train --steps 1 --init " + Path("model.safetensors"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("model.safetensors"));
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("terminate")));
+
+  r = RunAxle("train --steps 1 --init " + Path("model.safetensors") + " --config small");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("exclude each other"));
+}
+
+}  // namespace
+}  // namespace axle
