@@ -30,6 +30,7 @@ struct ExecuteStats {
   int64_t kernels_run = 0;      // kernel launches (one per non-trivial node on the CPU executor)
   int64_t donated_reused = 0;   // results written into a donated argument's storage
   int64_t peak_bytes = 0;       // peak bytes of live intermediate buffers
+  int64_t fallback_kernels = 0; // of kernels_run, those run by the reference interpreter's kernel
 };
 
 class Executable {

@@ -6,13 +6,14 @@
 //     element type in its own order, so results differ from the interpreter's (double
 //     accumulation, row-major order, one rounding) by reassociation: a few ulps relative to the
 //     sum of |products|, more under cancellation or overflow of f32 partial sums.
-//   - smaller f32 / f64 products use an exact loop: double accumulation from -0 over k in order,
+//   - smaller f32 / f64 products, and those with an inf or NaN operand element, use an exact loop: double accumulation from -0 over k in order,
 //     one rounding, an empty contraction gives +0 — bitwise equal to the interpreter.
 //   - every other dtype goes to the interpreter's kernel.
 #include <cblas.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -113,7 +114,16 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
     std::fill(c, c + out.NumElements(), T(0));
     return true;
   }
-  const bool blas = M * N * K >= BlasMinFlops() && std::max({M, N, K}) < (int64_t{1} << 31);
+  // BLAS kernels may skip zero entries (dropping 0 * inf = NaN) and do not promise IEEE
+  // propagation of non-finite values, so operands holding inf or NaN take the exact loop.
+  auto finite = [](const Literal& x) {
+    const T* p = x.data<T>();
+    bool ok = true;
+    for (int64_t i = 0, n = x.NumElements(); i < n; ++i) ok &= std::isfinite(p[i]);
+    return ok;
+  };
+  const bool blas = M * N * K >= BlasMinFlops() && std::max({M, N, K}) < (int64_t{1} << 31) &&
+                    finite(lhs) && finite(rhs);
   Mat<T> a, b;
   Arrange(lhs, d.lhs_batch, lf, d.lhs_contracting, a);   // [B, M, K]
   Arrange(rhs, d.rhs_batch, d.rhs_contracting, rf, b);   // [B, K, N]
@@ -159,6 +169,7 @@ KernelChoice SelectDotKernel(const Node& node) {
 }
 
 KernelChoice SelectKernel(const Node& node) {
+  if (node.num_results() != 1) return {};
   for (auto select : {SelectElementwiseKernel, SelectMovementKernel, SelectReduceKernel, SelectDotKernel}) {
     KernelChoice c = select(node);
     if (c.fn) return c;

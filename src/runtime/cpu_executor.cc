@@ -20,7 +20,9 @@
 // cblas_sgemm/cblas_dgemm, which accumulate in the element type (f32 for f32) in their own blocked
 // order instead of the interpreter's double accumulation, so results differ by reassociation
 // (typically a few ulps relative to sum |a*b|; more under cancellation; an f32 partial sum may
-// overflow to inf where the interpreter's double sum does not). Smaller dots use an exact loop.
+// overflow to inf where the interpreter's double sum does not). Smaller dots use an exact loop,
+// and so do dots with a non-finite operand element (BLAS kernels may skip zero entries, which
+// would drop the NaN of 0 * inf).
 //
 // Threads. Large elementwise, movement and reduce loops (> kParallelElements) are split over a
 // small pool (thread_pool.h, hardware_concurrency threads including the caller). BLAS is called
@@ -29,6 +31,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "ir/interpreter.h"
@@ -253,8 +256,14 @@ std::vector<BufferPtr> CpuExecutable::Execute(std::vector<BufferPtr> args) {
             bool out_donated = false;
             if (st.kernel.in_place) {
               for (size_t j = 0; j < st.operands.size() && !out; ++j) {
-                if (st.kernel.in_place_operand >= 0 && static_cast<int>(j) != st.kernel.in_place_operand) continue;
                 const int s = st.operands[j];
+                if (st.kernel.in_place_operand >= 0) {
+                  // Only that operand, and only when the value is not also another operand
+                  // (scatter_add(x, i, x) must not write its updates while reading them).
+                  if (static_cast<int>(j) != st.kernel.in_place_operand ||
+                      std::count(st.operands.begin(), st.operands.end(), s) != 1)
+                    continue;
+                }
                 SlotState& in = slots[static_cast<size_t>(s)];
                 if (in.writable && in.buf.use_count() == 1 && in.buf->type() == rtype &&
                     std::find(st.release.begin(), st.release.end(), s) != st.release.end()) {
@@ -276,6 +285,7 @@ std::vector<BufferPtr> CpuExecutable::Execute(std::vector<BufferPtr> args) {
             }
           }
           if (!done) {
+            ++stats_.fallback_kernels;
             std::vector<Literal> res = ir::EvaluateNode(n, ops);
             for (size_t j = 0; j < res.size(); ++j) {
               SlotState& r = slots[static_cast<size_t>(st.results[j])];

@@ -248,6 +248,147 @@ bool ScatterAddKernel(const Node& node, Operands ops, Literal& out) {
   return true;
 }
 
+
+// The inverse of StridedCopy: dst[base + sum_d idx[d] * strides[d]] = src[flat(idx)].
+template <typename W>
+void StridedScatterT(const W* src, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
+                     int64_t base, W* dst) {
+  for (int64_t d : dims)
+    if (d == 0) return;
+  const size_t rank = dims.size();
+  if (rank == 0) {
+    dst[base] = src[0];
+    return;
+  }
+  std::vector<int64_t> idx(rank, 0);
+  const int64_t inner_n = dims.back(), inner_s = strides.back();
+  int64_t off = base;
+  for (int64_t flat = 0;; flat += inner_n) {
+    W* d = dst + off;
+    const W* s = src + flat;
+    if (inner_s == 1) std::memcpy(d, s, static_cast<size_t>(inner_n) * sizeof(W));
+    else for (int64_t i = 0; i < inner_n; ++i) d[i * inner_s] = s[i];
+    size_t k = rank - 1;
+    for (;;) {
+      if (k == 0) return;
+      --k;
+      off += strides[k];
+      if (++idx[k] < dims[k]) break;
+      off -= strides[k] * dims[k];
+      idx[k] = 0;
+    }
+  }
+}
+
+void StridedScatter(const uint8_t* src, const std::vector<int64_t>& dims,
+                    const std::vector<int64_t>& strides, int64_t base, int64_t width, uint8_t* dst) {
+  switch (width) {
+    case 1: return StridedScatterT(src, dims, strides, base, dst);
+    case 2: return StridedScatterT(reinterpret_cast<const uint16_t*>(src), dims, strides, base, reinterpret_cast<uint16_t*>(dst));
+    case 4: return StridedScatterT(reinterpret_cast<const uint32_t*>(src), dims, strides, base, reinterpret_cast<uint32_t*>(dst));
+    default: return StridedScatterT(reinterpret_cast<const uint64_t*>(src), dims, strides, base, reinterpret_cast<uint64_t*>(dst));
+  }
+}
+
+void Fill(uint8_t* dst, int64_t n, const uint8_t* value, int64_t width) {
+  switch (width) {
+    case 1: std::memset(dst, *value, static_cast<size_t>(n)); return;
+    case 2: { uint16_t v; std::memcpy(&v, value, 2); std::fill_n(reinterpret_cast<uint16_t*>(dst), n, v); return; }
+    case 4: { uint32_t v; std::memcpy(&v, value, 4); std::fill_n(reinterpret_cast<uint32_t*>(dst), n, v); return; }
+    default: { uint64_t v; std::memcpy(&v, value, 8); std::fill_n(reinterpret_cast<uint64_t*>(dst), n, v); return; }
+  }
+}
+
+bool PadKernel(const Node& node, Operands ops, Literal& out) {
+  const Literal& x = *ops[0];
+  const auto& a = node.attrs_as<ir::PadAttrs>();
+  const int64_t w = DTypeSize(x.dtype());
+  Fill(out.mutable_bytes().data(), out.NumElements(), ops[1]->bytes().data(), w);
+  if (out.NumElements() == 0 || x.NumElements() == 0) return true;
+  // Operand indices [first, last] along each dim land inside the result.
+  const std::vector<int64_t> os = out.shape().Strides(), xs = x.shape().Strides();
+  std::vector<int64_t> dims, strides;
+  int64_t src_base = 0, dst_base = 0;
+  for (size_t d = 0; d < xs.size(); ++d) {
+    const int64_t step = a.interior[d] + 1, n = x.shape().dim(static_cast<int64_t>(d));
+    const int64_t size = out.shape().dim(static_cast<int64_t>(d));
+    int64_t first = 0;
+    while (first < n && a.low[d] + first * step < 0) ++first;
+    int64_t last = n - 1;
+    while (last >= first && a.low[d] + last * step >= size) --last;
+    if (last < first) return true;
+    dims.push_back(last - first + 1);
+    strides.push_back(os[d] * step);
+    src_base += first * xs[d];
+    dst_base += (a.low[d] + first * step) * os[d];
+  }
+  // Copy the landing block of x contiguously, then scatter it.
+  std::vector<uint8_t> block;
+  const uint8_t* src = x.bytes().data();
+  bool whole = true;
+  for (size_t d = 0; d < dims.size(); ++d) whole = whole && dims[d] == x.shape().dim(static_cast<int64_t>(d));
+  if (!whole) {
+    int64_t count = 1;
+    for (int64_t d : dims) count *= d;
+    block.resize(static_cast<size_t>(count * w));
+    StridedCopy(src, src_base, dims, xs, w, block.data());
+    src = block.data();
+  }
+  StridedScatter(src, dims, strides, dst_base, w, out.mutable_bytes().data());
+  return true;
+}
+
+std::vector<int64_t> ClampedStarts(Operands ops, size_t first, const Literal& x, const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> starts;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    const int64_t s = LoadIndex(*ops[first + d], 0);
+    starts.push_back(std::clamp<int64_t>(s, 0, x.shape().dim(static_cast<int64_t>(d)) - sizes[d]));
+  }
+  return starts;
+}
+
+bool DynamicSliceKernel(const Node& node, Operands ops, Literal& out) {
+  const Literal& x = *ops[0];
+  const auto& sizes = node.attrs_as<ir::DynamicSliceAttrs>().sizes;
+  const std::vector<int64_t> starts = ClampedStarts(ops, 1, x, sizes);
+  const std::vector<int64_t> xs = x.shape().Strides();
+  int64_t base = 0;
+  for (size_t d = 0; d < xs.size(); ++d) base += starts[d] * xs[d];
+  StridedCopy(x.bytes().data(), base, out.shape().dims(), xs, DTypeSize(x.dtype()), out.mutable_bytes().data());
+  return true;
+}
+
+bool DynamicUpdateSliceKernel(const Node& node, Operands ops, Literal& out) {
+  const Literal& x = *ops[0];
+  const Literal& u = *ops[1];
+  if (out.bytes().data() != x.bytes().data() && !out.bytes().empty())
+    std::memcpy(out.mutable_bytes().data(), x.bytes().data(), out.bytes().size());
+  const std::vector<int64_t> starts = ClampedStarts(ops, 2, x, u.shape().dims());
+  const std::vector<int64_t> xs = x.shape().Strides();
+  int64_t base = 0;
+  for (size_t d = 0; d < xs.size(); ++d) base += starts[d] * xs[d];
+  StridedScatter(u.bytes().data(), u.shape().dims(), xs, base, DTypeSize(x.dtype()), out.mutable_bytes().data());
+  return true;
+}
+
+bool BitcastConvertKernel(const Node&, Operands ops, Literal& out) {
+  if (!out.bytes().empty()) std::memcpy(out.mutable_bytes().data(), ops[0]->bytes().data(), out.bytes().size());
+  return true;
+}
+
+template <typename T>
+bool IotaKernel(const Node& node, Operands, Literal& out) {
+  const int64_t dim = node.attrs_as<ir::IotaAttrs>().dim;
+  const auto& dims = out.shape().dims();
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(dim) + 1; d < dims.size(); ++d) inner *= dims[d];
+  const int64_t n = dims[static_cast<size_t>(dim)];
+  T* y = out.mutable_data<T>();
+  const int64_t total = out.NumElements();
+  for (int64_t i = 0; i < total; ++i) y[i] = static_cast<T>((i / inner) % n);  // one rounding / wrap
+  return true;
+}
+
 }  // namespace
 
 KernelChoice SelectMovementKernel(const Node& node) {
@@ -266,6 +407,26 @@ KernelChoice SelectMovementKernel(const Node& node) {
       c.in_place = c.fn != nullptr;  // out may be x's storage, never the updates'
       c.in_place_operand = 0;
       c.name = "scatter_add";
+      break;
+    case OpKind::kPad: c.fn = PadKernel; c.name = "pad"; break;
+    case OpKind::kDynamicSlice: c.fn = DynamicSliceKernel; c.name = "dynamic_slice"; break;
+    case OpKind::kDynamicUpdateSlice:
+      c.fn = DynamicUpdateSliceKernel;
+      c.in_place = true;  // out may be x's storage, never the update's
+      c.in_place_operand = 0;
+      c.name = "dynamic_update_slice";
+      break;
+    case OpKind::kBitcastConvert: c.fn = BitcastConvertKernel; c.in_place = true; c.name = "bitcast_convert"; break;
+    case OpKind::kIota:
+      switch (node.result()->dtype()) {
+        case DType::kF32: c.fn = IotaKernel<float>; break;
+        case DType::kF64: c.fn = IotaKernel<double>; break;
+        case DType::kI32: c.fn = IotaKernel<int32_t>; break;
+        case DType::kI64: c.fn = IotaKernel<int64_t>; break;
+        case DType::kU32: c.fn = IotaKernel<uint32_t>; break;
+        default: break;
+      }
+      c.name = "iota";
       break;
     default: break;
   }

@@ -46,10 +46,26 @@ inline ir::Literal RandomLiteral(DType t, Shape shape, uint64_t seed) {
   return ir::Literal::FromDoubles(t, std::move(shape), RandomValues(n, seed));
 }
 
+// Bitwise equality of type and contents, except that float NaNs match whatever their payload:
+// IEEE leaves the payload of a NaN result with two NaN operands to the implementation (x86 keeps
+// the first operand's, and a compiler may swap the operands of a commutative add or mul), so the
+// interpreter and a backend compiled differently may return different NaNs for the same program.
+inline bool SameBits(const ir::Literal& want, const ir::Literal& got) {
+  if (want == got) return true;
+  if (want.type() != got.type() || !IsFloat(want.dtype())) return false;
+  for (int64_t i = 0; i < want.NumElements(); ++i) {
+    if (ir::ElementBits(want, i) == ir::ElementBits(got, i)) continue;
+    if (!(std::isnan(want.GetDouble(i)) && std::isnan(got.GetDouble(i)))) return false;
+  }
+  return true;
+}
+
 // True when `got` matches `want` within `rel` of max(|want|, scale) elementwise (NaN matches NaN,
 // infinities must match exactly); `where` receives the first mismatch.
+// With `nonfinite_ok`, an element where either side is inf or NaN matches anything (and counts
+// in *nonfinite): overflow of products or partial sums depends on the summation order.
 inline bool Near(const ir::Literal& want, const ir::Literal& got, double rel, double scale,
-                 std::string* where) {
+                 std::string* where, bool nonfinite_ok = false, int64_t* nonfinite = nullptr) {
   if (want.type() != got.type()) {
     *where = "type " + got.type().ToString() + " vs " + want.type().ToString();
     return false;
@@ -58,6 +74,10 @@ inline bool Near(const ir::Literal& want, const ir::Literal& got, double rel, do
     const double a = want.GetDouble(i), b = got.GetDouble(i);
     if (std::isnan(a) && std::isnan(b)) continue;
     if (a == b) continue;
+    if (nonfinite_ok && !(std::isfinite(a) && std::isfinite(b))) {
+      if (nonfinite) ++*nonfinite;
+      continue;
+    }
     if (std::isfinite(a) && std::isfinite(b) &&
         std::fabs(a - b) <= rel * std::max({std::fabs(a), std::fabs(b), scale}))
       continue;
