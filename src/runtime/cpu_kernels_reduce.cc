@@ -13,6 +13,10 @@
 #include <vector>
 
 #include "runtime/cpu_kernels.h"
+// The builds use -O2, whose "very cheap" vectoriser cost model skips the column loops below.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
+#endif
 #include "runtime/thread_pool.h"
 
 namespace axle::runtime::cpu {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "autodiff/vjp.h"
 #include "ir/builder.h"
@@ -295,6 +296,36 @@ TEST(CpuBenchmarkTest, DotAndAdd) {
     std::printf("[bench] f32 4M-element add: cpu %.4f s, interpreter %.4f s\n", time(*cpu, args, 5),
                 time(*interp, args, 2));
   }
+}
+
+}  // namespace
+}  // namespace axle::runtime
+
+namespace axle::runtime {
+namespace {
+
+// Executables may run concurrently on different threads (they share the kernels' thread pool).
+TEST(CpuThreadedTest, TwoExecutablesOnTwoThreads) {
+  const Shape s{512, 512};
+  ir::Module m("par");
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, F32(s));
+  Value* y = b.Unary(OpKind::kTanh, b.Add(x, b.Transpose(x, {1, 0})));
+  b.Return({b.Reduce(y, ReduceKind::kSum, {0}), b.MatMul(y, y)});
+  const std::vector<Literal> args = {RandomLiteral(DType::kF32, s, 21)};
+  const std::vector<BufferPtr> want = testutil::Run("cpu", m, args);
+  auto e1 = GetBackend("cpu").Compile(m), e2 = GetBackend("cpu").Compile(m);
+  std::vector<BufferPtr> r1, r2;
+  std::thread t([&] {
+    for (int i = 0; i < 5; ++i) r1 = e1->Execute(testutil::Buffers(args));
+  });
+  for (int i = 0; i < 5; ++i) r2 = e2->Execute(testutil::Buffers(args));
+  t.join();
+  EXPECT_TRUE(*r1[0] == *want[0]);  // the reduce is exact
+  EXPECT_TRUE(*r2[0] == *want[0]);
+  std::string where;  // OpenBLAS is expected to be deterministic, but promises no bits
+  EXPECT_TRUE(testutil::Near(*want[1], *r1[1], 1e-6, 1.0, &where)) << where;
+  EXPECT_TRUE(testutil::Near(*want[1], *r2[1], 1e-6, 1.0, &where)) << where;
 }
 
 }  // namespace
