@@ -217,6 +217,42 @@ TEST(GPT2, ForwardMatchesReference) {
   EXPECT_NEAR(model.forward(idx, I64(targets, {2, 5})).item(), loss / 10, 1e-4);
 }
 
+TEST(GPT2, GradientsMatchFiniteDifferences) {
+  // The tied head, the residual stream and every projection get the loss's true gradient.
+  GPT2 model(Micro(), 8);
+  testing::Randomize(model, 13, 0.3f);
+  Tensor idx = I64({1, 5, 10, 0, 3, 7, 7, 2}, {2, 4});
+  Tensor targets = I64({5, 10, 0, 3, 7, 2, 9, 4}, {2, 4});
+  model.forward(idx, targets).backward();
+  sync();
+  std::map<std::string, Tensor> params;
+  for (const auto& [name, t] : model.named_parameters()) params[name] = t;
+  const std::vector<std::pair<std::string, int64_t>> probes = {
+      {"wte.weight", 5 * 8 + 3},      {"wte.weight", 9 * 8 + 1},  // 9: only in the head
+      {"wpe.weight", 2 * 8 + 6},      {"h.0.ln_1.weight", 4},
+      {"h.0.attn.c_attn.weight", 17}, {"h.0.attn.c_attn.weight", 8 * 24 - 1},
+      {"h.1.attn.c_proj.bias", 2},    {"h.1.mlp.c_fc.weight", 100},
+      {"h.1.mlp.c_proj.weight", 33},  {"ln_f.bias", 7}};
+  for (const auto& [name, i] : probes) {
+    Tensor p = params.at(name);
+    const std::vector<float> grad = Vec(p.grad()), orig = Vec(p);
+    auto loss_at = [&](float delta) {
+      std::vector<float> v = orig;
+      v[i] += delta;
+      {
+        NoGradGuard no_grad;
+        p.copy_(testing::F32(v, p.sizes()));
+      }
+      NoGradGuard no_grad;
+      return model.forward(idx, targets).item();
+    };
+    const float h = 1e-2f;
+    const double fd = (loss_at(h) - loss_at(-h)) / (2.0 * h);
+    loss_at(0);
+    EXPECT_NEAR(grad[i], fd, 1e-4 + 0.01 * std::abs(fd)) << name << "[" << i << "]";
+  }
+}
+
 TEST(GPT2, Causal) {
   GPT2 model(Micro(), 4);
   testing::Randomize(model, 5, 0.3f);

@@ -30,7 +30,7 @@ TEST(Training, TinyGPT2LearnsAndStepsHitTheCache) {
   std::vector<Tensor> decay, no_decay;
   for (const auto& p : model.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
   EXPECT_EQ(decay.size(), 2u + 4u * config.n_layer);  // wte, wpe and 4 matrices per block
-  optim::AdamW opt({{decay, std::nullopt}, {no_decay, 0.0}}, 1e-2, {0.9, 0.95}, 1e-8, 0.1);
+  optim::AdamW opt({{decay, std::nullopt}, {no_decay, 0.0}}, 3e-3, {0.9, 0.95}, 1e-8, 0.1);
   auto [idx, targets] = Batch(4, 32);
   sync();
 
@@ -38,7 +38,7 @@ TEST(Training, TinyGPT2LearnsAndStepsHitTheCache) {
   std::vector<double> losses;
   Metrics after_first;
   for (int s = 0; s < steps; ++s) {
-    opt.set_lr(optim::lr_at(s, steps, 1e-2, 3, "cosine"));  // a new value every step
+    opt.set_lr(optim::lr_at(s, steps, 3e-3, 3, "cosine"));  // a new value every step
     opt.zero_grad();
     Tensor loss = model.forward(idx, targets);
     loss.backward();
