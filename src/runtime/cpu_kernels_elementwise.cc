@@ -1,5 +1,5 @@
-// Elementwise fast kernels: f32/f64 arithmetic, compare, clamp and converts, and select for any
-// dtype (it moves bits). Each is a tight loop over contiguous storage, split over the thread pool
+// Elementwise fast kernels: f32/f64 arithmetic, compare, clamp and converts; wrapping integer
+// add/sub/mul/neg, max/min and bitwise ops (bool too); select for any dtype (it moves bits). Each is a tight loop over contiguous storage, split over the thread pool
 // above kParallelElements. The scalar functions repeat the interpreter's (interpreter_elementwise.cc)
 // exactly, so results are bitwise equal.
 #include <cmath>
@@ -237,6 +237,84 @@ bool ConvertKernel(const Node&, Operands ops, Literal& out) {
   return true;
 }
 
+
+// ---- integers and bool: wrapping add/sub/mul/neg, max/min, bitwise and/or/xor/not ----
+template <typename T, OpKind K>
+inline T IntBinary(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  if constexpr (K == OpKind::kAdd) return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+  else if constexpr (K == OpKind::kSub) return static_cast<T>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b)));
+  else if constexpr (K == OpKind::kMul) {
+    using W = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, U>;  // no int promotion
+    return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
+  }
+  else if constexpr (K == OpKind::kMax) return a > b ? a : b;
+  else if constexpr (K == OpKind::kMin) return a < b ? a : b;
+  else if constexpr (K == OpKind::kAnd) return static_cast<T>(a & b);
+  else if constexpr (K == OpKind::kOr) return static_cast<T>(a | b);
+  else return static_cast<T>(a ^ b);
+}
+
+template <typename T, OpKind K>
+bool IntBinaryKernel(const Node&, Operands ops, Literal& out) {
+  const T* a = ops[0]->data<T>();
+  const T* c = ops[1]->data<T>();
+  T* y = out.mutable_data<T>();
+  ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
+    AXLE_IVDEP
+    for (int64_t i = b; i < e; ++i) y[i] = IntBinary<T, K>(a[i], c[i]);
+  });
+  return true;
+}
+
+template <typename T, bool kBool>
+bool NotKernel(const Node&, Operands ops, Literal& out) {
+  const T* x = ops[0]->data<T>();
+  T* y = out.mutable_data<T>();
+  ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
+    AXLE_IVDEP
+    for (int64_t i = b; i < e; ++i) {
+      if constexpr (kBool) y[i] = x[i] ? 0 : 1;
+      else y[i] = static_cast<T>(~x[i]);
+    }
+  });
+  return true;
+}
+
+template <typename T>
+bool IntNegKernel(const Node&, Operands ops, Literal& out) {
+  using U = std::make_unsigned_t<T>;
+  const T* x = ops[0]->data<T>();
+  T* y = out.mutable_data<T>();
+  ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
+    AXLE_IVDEP
+    for (int64_t i = b; i < e; ++i) y[i] = static_cast<T>(static_cast<U>(U{0} - static_cast<U>(x[i])));
+  });
+  return true;
+}
+
+template <typename T>
+KernelFn IntKernelFor(OpKind k) {
+  switch (k) {
+#define AXLE_I(K) case OpKind::K: return IntBinaryKernel<T, OpKind::K>;
+    AXLE_I(kAdd) AXLE_I(kSub) AXLE_I(kMul) AXLE_I(kMax) AXLE_I(kMin) AXLE_I(kAnd) AXLE_I(kOr) AXLE_I(kXor)
+#undef AXLE_I
+    case OpKind::kNot: return NotKernel<T, false>;
+    case OpKind::kNeg: return IntNegKernel<T>;
+    default: return nullptr;
+  }
+}
+
+KernelFn BoolKernelFor(OpKind k) {
+  switch (k) {  // bool bytes are 0/1: bitwise is logical
+    case OpKind::kAnd: return IntBinaryKernel<uint8_t, OpKind::kAnd>;
+    case OpKind::kOr: return IntBinaryKernel<uint8_t, OpKind::kOr>;
+    case OpKind::kXor: return IntBinaryKernel<uint8_t, OpKind::kXor>;
+    case OpKind::kNot: return NotKernel<uint8_t, true>;
+    default: return nullptr;
+  }
+}
+
 template <typename T>
 KernelFn FloatUnaryFor(OpKind k) {
   switch (k) {
@@ -317,8 +395,17 @@ KernelChoice SelectElementwiseKernel(const Node& node) {
     c.name = "is_finite";
     return c;
   }
-  if (rt == DType::kF32) c.fn = FloatUnaryFor<float>(k);
-  else if (rt == DType::kF64) c.fn = FloatUnaryFor<double>(k);
+  switch (rt) {
+    case DType::kF32: c.fn = FloatUnaryFor<float>(k); break;
+    case DType::kF64: c.fn = FloatUnaryFor<double>(k); break;
+    case DType::kI32: c.fn = IntKernelFor<int32_t>(k); break;
+    case DType::kI64: c.fn = IntKernelFor<int64_t>(k); break;
+    case DType::kU32: c.fn = IntKernelFor<uint32_t>(k); break;
+    case DType::kI8: c.fn = IntKernelFor<int8_t>(k); break;
+    case DType::kU8: c.fn = IntKernelFor<uint8_t>(k); break;
+    case DType::kBool: c.fn = BoolKernelFor(k); break;
+    default: break;
+  }
   c.in_place = c.fn != nullptr;
   c.name = "elementwise";
   return c;
