@@ -1,11 +1,13 @@
 // Elementwise fast kernels: f32/f64 arithmetic, compare, clamp and converts; wrapping integer
-// add/sub/mul/neg, max/min and bitwise ops (bool too); select for any dtype (it moves bits). Each is a tight loop over contiguous storage, split over the thread pool
+// add/sub/mul/neg, max/min and bitwise ops (bool too); bf16/f16 arithmetic computed in float and
+// rounded back once per op, as the interpreter; select for any dtype (it moves bits). Each is a tight loop over contiguous storage, split over the thread pool
 // above kParallelElements. The scalar functions repeat the interpreter's (interpreter_elementwise.cc)
 // exactly, so results are bitwise equal.
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 
+#include "core/half.h"
 #include "runtime/cpu_kernels.h"
 #include "runtime/thread_pool.h"
 
@@ -315,6 +317,75 @@ KernelFn BoolKernelFor(OpKind k) {
   }
 }
 
+
+// ---- bf16 / f16: widen exactly to float, compute there, round back to nearest even ----
+struct BF16Tag {
+  static float Load(uint16_t h) { return BF16ToFloat(h); }
+  static uint16_t Store(float f) { return FloatToBF16(f); }
+};
+struct F16Tag {
+  static float Load(uint16_t h) { return F16ToFloat(h); }
+  static uint16_t Store(float f) { return FloatToF16(f); }
+};
+
+template <typename H, OpKind K>
+bool HalfUnaryKernel(const Node&, Operands ops, Literal& out) {
+  const uint16_t* x = ops[0]->data<uint16_t>();
+  uint16_t* y = out.mutable_data<uint16_t>();
+  ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = H::Store(Unary<float, K>(H::Load(x[i])));
+  });
+  return true;
+}
+
+template <typename H, OpKind K>
+bool HalfBinaryKernel(const Node&, Operands ops, Literal& out) {
+  const uint16_t* a = ops[0]->data<uint16_t>();
+  const uint16_t* c = ops[1]->data<uint16_t>();
+  uint16_t* y = out.mutable_data<uint16_t>();
+  ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = H::Store(Binary<float, K>(H::Load(a[i]), H::Load(c[i])));
+  });
+  return true;
+}
+
+// f32 -> bf16/f16 (through double as the interpreter, so a signaling NaN is quieted first) and
+// bf16/f16 -> f32/f64 (exact).
+template <typename H>
+bool F32ToHalfKernel(const Node&, Operands ops, Literal& out) {
+  const float* x = ops[0]->data<float>();
+  uint16_t* y = out.mutable_data<uint16_t>();
+  ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = H::Store(static_cast<float>(static_cast<double>(x[i])));
+  });
+  return true;
+}
+template <typename H, typename To>
+bool HalfToFloatKernel(const Node&, Operands ops, Literal& out) {
+  const uint16_t* x = ops[0]->data<uint16_t>();
+  To* y = out.mutable_data<To>();
+  ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = static_cast<To>(static_cast<double>(H::Load(x[i])));
+  });
+  return true;
+}
+
+template <typename H>
+KernelFn HalfKernelFor(OpKind k) {
+  switch (k) {
+#define AXLE_U(K) case OpKind::K: return HalfUnaryKernel<H, OpKind::K>;
+    AXLE_U(kNeg) AXLE_U(kAbs) AXLE_U(kExp) AXLE_U(kLog) AXLE_U(kLog1p) AXLE_U(kTanh)
+    AXLE_U(kLogistic) AXLE_U(kSqrt) AXLE_U(kRsqrt) AXLE_U(kSin) AXLE_U(kCos) AXLE_U(kErf)
+    AXLE_U(kFloor) AXLE_U(kCeil) AXLE_U(kSign)
+#undef AXLE_U
+#define AXLE_B(K) case OpKind::K: return HalfBinaryKernel<H, OpKind::K>;
+    AXLE_B(kAdd) AXLE_B(kSub) AXLE_B(kMul) AXLE_B(kDiv) AXLE_B(kRem) AXLE_B(kPow) AXLE_B(kMax)
+    AXLE_B(kMin) AXLE_B(kAtan2)
+#undef AXLE_B
+    default: return nullptr;
+  }
+}
+
 template <typename T>
 KernelFn FloatUnaryFor(OpKind k) {
   switch (k) {
@@ -345,6 +416,12 @@ KernelFn ConvertFrom(DType to) {
 }
 
 KernelFn SelectConvert(DType from, DType to) {
+  if (from == DType::kF32 && to == DType::kBF16) return F32ToHalfKernel<BF16Tag>;
+  if (from == DType::kF32 && to == DType::kF16) return F32ToHalfKernel<F16Tag>;
+  if (from == DType::kBF16 && to == DType::kF32) return HalfToFloatKernel<BF16Tag, float>;
+  if (from == DType::kF16 && to == DType::kF32) return HalfToFloatKernel<F16Tag, float>;
+  if (from == DType::kBF16 && to == DType::kF64) return HalfToFloatKernel<BF16Tag, double>;
+  if (from == DType::kF16 && to == DType::kF64) return HalfToFloatKernel<F16Tag, double>;
   switch (from) {
     case DType::kF32: return ConvertFrom<float>(to);
     case DType::kF64: return ConvertFrom<double>(to);
@@ -404,6 +481,8 @@ KernelChoice SelectElementwiseKernel(const Node& node) {
     case DType::kI8: c.fn = IntKernelFor<int8_t>(k); break;
     case DType::kU8: c.fn = IntKernelFor<uint8_t>(k); break;
     case DType::kBool: c.fn = BoolKernelFor(k); break;
+    case DType::kBF16: c.fn = HalfKernelFor<BF16Tag>(k); break;
+    case DType::kF16: c.fn = HalfKernelFor<F16Tag>(k); break;
     default: break;
   }
   c.in_place = c.fn != nullptr;
