@@ -330,3 +330,25 @@ TEST(CpuThreadedTest, TwoExecutablesOnTwoThreads) {
 
 }  // namespace
 }  // namespace axle::runtime
+
+namespace axle::runtime {
+namespace {
+
+TEST(CpuCompileTest, CollectivesAreRejectedNamingTheNode) {
+  ir::Module m("allreduce");
+  m.set_num_replicas(2);
+  Builder b(m.AddFunction("main"), ir::ShapeContext{2});
+  Value* x = b.Parameter(0, F32({4}), "x");
+  Value* s = b.Build1(OpKind::kAllReduce, {x}, ir::AllReduceAttrs{ReduceKind::kSum, {}});
+  s->set_name("summed");
+  b.Return({s});
+  try {
+    GetBackend("cpu").Compile(m);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("all_reduce -> %summed"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace axle::runtime
