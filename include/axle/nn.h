@@ -269,6 +269,9 @@ struct LoadGPT2Options {
   std::optional<int64_t> n_head;
   // Convert tensors of another dtype (e.g. F16 files) to the model's f32 instead of failing.
   bool convert_dtype = false;
+  // Overrides the dropout probability (by default config.json's resid_pdrop, e.g. 0.1 for
+  // Hugging Face's gpt2, as from_pretrained gives; 0 without a config.json).
+  std::optional<double> dropout;
 };
 
 // Loads a Hugging Face GPT-2: a directory (config.json + model.safetensors, or shards with

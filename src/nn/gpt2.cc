@@ -326,6 +326,10 @@ std::shared_ptr<GPT2> LoadGPT2(const std::string& path, const LoadGPT2Options& o
     config = GPT2Config::FromJson(dir.config,
                                   (std::filesystem::path(path) / "config.json").string());
   }
+  if (options.dropout) {
+    config.dropout = *options.dropout;
+    config.Validate();
+  }
   auto model = std::make_shared<GPT2>(config, /*seed=*/0, /*init=*/false);
 
   std::vector<std::pair<std::string, ir::TensorType>> expected;

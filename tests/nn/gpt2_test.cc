@@ -343,6 +343,7 @@ TEST(LoadGPT2, HuggingFaceDirectory) {
                               HfTensors(src, true, true, true), {{"format", "pt"}});
   std::shared_ptr<GPT2> loaded = LoadGPT2(dir.string());
   EXPECT_EQ(loaded->config().n_head, 2);
+  EXPECT_EQ(loaded->config().dropout, 0.0);
   EXPECT_EQ(loaded->config().n_layer, 2);
   ExpectSameWeights(src, *loaded);
   Tensor idx = I64({1, 2, 3}, {1, 3});
@@ -365,6 +366,11 @@ TEST(LoadGPT2, ShardedDirectory) {
   std::ofstream(dir / "model.safetensors.index.json")
       << nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}}.dump();
   ExpectSameWeights(src, *LoadGPT2(dir.string()));
+  LoadGPT2Options options;
+  options.dropout = 0.25;
+  std::shared_ptr<GPT2> with_dropout = LoadGPT2(dir.string(), options);
+  EXPECT_EQ(with_dropout->config().dropout, 0.25);
+  EXPECT_EQ(with_dropout->blocks[1]->attn->attn_dropout->p, 0.25);
 }
 
 TEST(LoadGPT2, SingleFileInfersConfig) {
