@@ -9,6 +9,7 @@
 
 #include "autodiff/vjp.h"
 #include "ir/builder.h"
+#include "ir/interpreter.h"
 #include "runtime/backend.h"
 #include "runtime/cpu_kernels.h"
 #include "runtime_test_util.h"
@@ -348,6 +349,29 @@ TEST(CpuCompileTest, CollectivesAreRejectedNamingTheNode) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("all_reduce -> %summed"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace axle::runtime
+
+namespace axle::runtime {
+namespace {
+
+TEST(EvaluateNodeTest, RunsOneLocalKernelAndRejectsTheRest) {
+  ir::Module m("f");
+  m.set_num_replicas(2);
+  Builder b(m.AddFunction("main"), ir::ShapeContext{2});
+  Value* x = b.Parameter(0, F32({3}), "x");
+  Value* e = b.Unary(OpKind::kExp, x);
+  Value* s = b.Build1(OpKind::kAllReduce, {x}, ir::AllReduceAttrs{ReduceKind::kSum, {}});
+  b.Return({e, s});
+  const Literal in = Literal::FromVector<float>(DType::kF32, {3}, {0.f, 1.f, -2.f});
+  const Literal* ops[] = {&in};
+  std::vector<Literal> out = ir::EvaluateNode(*e->node(), ops);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].data<float>()[1], std::exp(1.0f));
+  EXPECT_THROW(ir::EvaluateNode(*s->node(), ops), Error);
+  EXPECT_THROW(ir::EvaluateNode(*x->node(), {}), Error);
 }
 
 }  // namespace
