@@ -190,7 +190,7 @@ GPT2Config Micro() {
   return c;
 }
 
-TEST(GPT2, ForwardMatchesReference) {
+void CheckForwardAgainstReference() {
   GPT2 model(Micro(), 3);
   testing::Randomize(model, 11, 0.3f);
   const std::vector<int64_t> seq0 = {1, 5, 10, 0, 3}, seq1 = {7, 7, 2, 9, 4};
@@ -215,6 +215,20 @@ TEST(GPT2, ForwardMatchesReference) {
     loss += mx + std::log(z) - want[r * 11 + targets[r]];
   }
   EXPECT_NEAR(model.forward(idx, I64(targets, {2, 5})).item(), loss / 10, 1e-4);
+}
+
+TEST(GPT2, ForwardMatchesReference) { CheckForwardAgainstReference(); }
+
+TEST(GPT2, ForwardMatchesReferenceOnTheInterpreter) {
+  const std::string before = backend();
+  set_backend("interpreter");
+  try {
+    CheckForwardAgainstReference();
+  } catch (...) {
+    set_backend(before);
+    throw;
+  }
+  set_backend(before);
 }
 
 TEST(GPT2, GradientsMatchFiniteDifferences) {
