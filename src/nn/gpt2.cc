@@ -342,7 +342,19 @@ std::shared_ptr<GPT2> LoadGPT2(const std::string& path, const LoadGPT2Options& o
     }
     expected.emplace_back(name, type);
   }
-  checkpoint::CheckTensors(tensors, expected, path);
+  try {
+    checkpoint::CheckTensors(tensors, expected, path);
+  } catch (const Error& e) {
+    bool dtype_only_mismatch = !options.convert_dtype;
+    for (const auto& [name, type] : expected) {
+      const ir::Literal* lit = Find(tensors, name);
+      dtype_only_mismatch = dtype_only_mismatch && lit && lit->shape() == type.shape;
+    }
+    if (!dtype_only_mismatch) throw;
+    Fail("{}\n(to convert floating-point weights to the model's dtype, pass "
+         "LoadGPT2Options::convert_dtype = true)",
+         e.message());
+  }
 
   if (lm_head) {
     const ir::Literal* wte = Find(tensors, "wte.weight");

@@ -436,6 +436,7 @@ TEST(LoadGPT2, Errors) {
   checkpoint::SaveSafetensors(file, t);
   msg = ErrorOf([&] { LoadGPT2(dir.string()); });
   EXPECT_NE(msg.find("wte.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("convert_dtype"), std::string::npos) << msg;
   LoadGPT2Options convert;
   convert.convert_dtype = true;
   std::shared_ptr<GPT2> loaded = LoadGPT2(dir.string(), convert);
