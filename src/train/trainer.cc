@@ -125,8 +125,9 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
   // The model.
   std::shared_ptr<nn::GPT2> model;
   if (!o.init.empty()) {
-    model = nn::LoadGPT2(o.init);
-    if (o.dropout > 0) Fail("--dropout with --init is not supported yet: the checkpoint's model is built without dropout");
+    nn::LoadGPT2Options load;
+    load.dropout = o.dropout;  // --dropout decides, not the checkpoint's resid_pdrop
+    model = nn::LoadGPT2(o.init, load);
   } else {
     nn::GPT2Config config = nn::GPT2Config::Preset(o.config);
     config.dropout = o.dropout;

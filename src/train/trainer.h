@@ -21,10 +21,10 @@ struct TrainOptions {
   std::string init;              // HF directory or .safetensors file; empty = random init
   std::string data;              // .bin llm.c shard or a text file; empty = embedded corpus
   int64_t steps = 300;
-  int64_t batch = 8;
+  int64_t batch = 16;
   int64_t seq = 64;
-  double lr = 1e-2;
-  int64_t warmup = 20;
+  double lr = 3e-3;
+  int64_t warmup = 30;
   std::string schedule = "cosine";  // constant | cosine
   double weight_decay = 0.1;
   double grad_clip = 1.0;           // 0 = no clipping

@@ -12,7 +12,7 @@ namespace axle {
 namespace {
 
 struct StepResult {
-  double loss;
+  double loss, next_loss;
   std::vector<std::pair<std::string, ir::Literal>> grads, params;
 };
 
@@ -50,18 +50,42 @@ StepResult OneStep(const std::string& backend) {
     r.grads.emplace_back(n, grads[i++].to_literal());
     r.params.emplace_back(n, p.to_literal());
   }
+  {
+    NoGradGuard no_grad;
+    r.next_loss = model.forward(from_vector<int32_t>(x, {2, 12}, DType::kI32),
+                                from_vector<int32_t>(y, {2, 12}, DType::kI32))
+                      .item();
+  }
   set_backend("cpu");
   return r;
 }
 
-// max |a - b| / max |b| over a tensor: 1e-5 is the acceptance bound.
-double RelDiff(const ir::Literal& a, const ir::Literal& b) {
+// max |a - b| / max |b| over a tensor (1e-5 is the acceptance bound), over the elements where
+// `mask` is true (all when it is null).
+double RelDiff(const ir::Literal& a, const ir::Literal& b, const std::vector<bool>* mask = nullptr) {
   double diff = 0, scale = 0;
   for (int64_t i = 0; i < a.NumElements(); ++i) {
-    diff = std::max(diff, std::abs(a.GetDouble(i) - b.GetDouble(i)));
     scale = std::max(scale, std::abs(b.GetDouble(i)));
+    if (mask == nullptr || (*mask)[static_cast<size_t>(i)])
+      diff = std::max(diff, std::abs(a.GetDouble(i) - b.GetDouble(i)));
   }
   return scale == 0 ? diff : diff / scale;
+}
+
+// Note [Gradients that are zero in exact arithmetic]
+// AdamW's first update is lr * g / (|g| + eps): it keeps only the sign of g. Where g is zero in
+// exact arithmetic, both backends compute rounding noise (~1e-9) and AdamW turns the noise into
+// a full +-lr step of either sign. GPT-2 has such a direction: the key bias of c_attn adds the
+// same q.b to every logit of a softmax row, which the softmax cancels, so its gradient is
+// exactly zero. The updated parameters are therefore compared where |g| is above 1e-4 of the
+// tensor's largest gradient; the loss after the update, which those directions cannot change,
+// is compared everywhere.
+std::vector<bool> Significant(const ir::Literal& g) {
+  double mx = 0;
+  for (int64_t i = 0; i < g.NumElements(); ++i) mx = std::max(mx, std::abs(g.GetDouble(i)));
+  std::vector<bool> m(static_cast<size_t>(g.NumElements()));
+  for (int64_t i = 0; i < g.NumElements(); ++i) m[static_cast<size_t>(i)] = std::abs(g.GetDouble(i)) > 1e-4 * mx;
+  return m;
 }
 
 TEST(GPT2Step, CpuExecutorMatchesTheInterpreter) {
@@ -69,10 +93,14 @@ TEST(GPT2Step, CpuExecutorMatchesTheInterpreter) {
   const StepResult ref = OneStep("interpreter");
   EXPECT_NEAR(cpu.loss, ref.loss, 1e-5 * std::abs(ref.loss));
   EXPECT_NEAR(ref.loss, std::log(64.0), 0.2);  // an untrained model is near uniform
+  EXPECT_NEAR(cpu.next_loss, ref.next_loss, 1e-5 * std::abs(ref.next_loss));
+  EXPECT_LT(ref.next_loss, ref.loss);
   ASSERT_EQ(cpu.params.size(), ref.params.size());
   for (size_t i = 0; i < cpu.params.size(); ++i) {
     EXPECT_LE(RelDiff(cpu.grads[i].second, ref.grads[i].second), 1e-5) << cpu.grads[i].first;
-    EXPECT_LE(RelDiff(cpu.params[i].second, ref.params[i].second), 1e-5) << cpu.params[i].first;
+    const std::vector<bool> mask = Significant(ref.grads[i].second);
+    EXPECT_LE(RelDiff(cpu.params[i].second, ref.params[i].second, &mask), 1e-5)
+        << cpu.params[i].first;
   }
 }
 
