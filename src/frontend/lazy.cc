@@ -216,7 +216,8 @@ std::string ExplainMiss(const Signature& sig, int64_t number, const std::string&
       s += fmt::format(" Input {} is {} here but was {} there ({}).", i, sig.inputs[i].type,
                        o.inputs[i].type, sig.inputs[i].origin);
   }
-  if (shown > 1) s += fmt::format(" {} more inputs differ in shape or dtype.", shown - 1);
+  if (shown == 2) s += " 1 more input differs in shape or dtype.";
+  if (shown > 2) s += fmt::format(" {} more inputs differ in shape or dtype.", shown - 1);
   if (sig.inputs.size() != o.inputs.size())
     s += fmt::format(" This graph has {} inputs, that one {}.", sig.inputs.size(),
                      o.inputs.size());

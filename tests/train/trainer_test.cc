@@ -1,5 +1,8 @@
 // A GPT-2 training step on the CPU executor against the reference interpreter.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <iostream>
 
 #include <cmath>
 
@@ -7,6 +10,7 @@
 #include "axle/nn.h"
 #include "axle/optim.h"
 #include "axle/tensor.h"
+#include "core/flags.h"
 
 namespace axle {
 namespace {
@@ -102,6 +106,41 @@ TEST(GPT2Step, CpuExecutorMatchesTheInterpreter) {
     EXPECT_LE(RelDiff(cpu.params[i].second, ref.params[i].second, &mask), 1e-5)
         << cpu.params[i].first;
   }
+}
+
+// AXLE_DEBUG=1: a changed batch size forces a recompile, explained in one paragraph that names
+// the changed input, where it came from, and the module whose nodes differ.
+TEST(GPT2Step, DebugExplainsABatchSizeRecompile) {
+  nn::GPT2Config c;
+  c.vocab_size = 32;
+  c.n_positions = 8;
+  c.n_embd = 16;
+  c.n_layer = 1;
+  c.n_head = 2;
+  nn::GPT2 model(c, 5);
+  optim::AdamW opt(model.parameters(), 1e-3);
+  auto step = [&](int64_t batch) {
+    std::vector<int32_t> x(static_cast<size_t>(batch * 8), 1);
+    opt.zero_grad();
+    Tensor loss = model.forward(from_vector<int32_t>(x, {batch, 8}, DType::kI32),
+                                from_vector<int32_t>(x, {batch, 8}, DType::kI32));
+    loss.backward();
+    opt.step();
+    sync();
+    return loss.item();
+  };
+  step(2);
+  step(2);
+  flags::set_debug(true);
+  ::testing::internal::CaptureStderr();
+  step(3);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  flags::set_debug(false);
+  std::cout << err;
+  EXPECT_THAT(err, ::testing::HasSubstr("here but was i32[2,8] there"));
+  EXPECT_THAT(err, ::testing::HasSubstr("trainer_test.cc"));
+  EXPECT_THAT(err, ::testing::HasSubstr("(in GPT2"));
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1);  // one paragraph
 }
 
 }  // namespace
