@@ -130,6 +130,51 @@ TEST(CompositeDefinition, SoftmaxLayerNormGeluCrossEntropyMatchTheirFormulas) {
                   1e-12);
     }
   }
+  // log_softmax, rms_norm, silu.
+  std::vector<double> ls = Vals(log_softmax(x, 0)), rn = Vals(rms_norm(x, {4}, Tensor(), 1e-6));
+  std::vector<double> si = Vals(silu(x));
+  for (int64_t j = 0; j < 4; ++j) {
+    double mx = -1e300, z = 0;
+    for (int64_t i = 0; i < 3; ++i) mx = std::max(mx, at(i, j));
+    for (int64_t i = 0; i < 3; ++i) z += std::exp(at(i, j) - mx);
+    for (int64_t i = 0; i < 3; ++i)
+      EXPECT_NEAR(ls[static_cast<size_t>(i * 4 + j)], at(i, j) - mx - std::log(z), 1e-12);
+  }
+  for (int64_t i = 0; i < 3; ++i) {
+    double ms = 0;
+    for (int64_t j = 0; j < 4; ++j) ms += at(i, j) * at(i, j) / 4;
+    for (int64_t j = 0; j < 4; ++j) {
+      const size_t f = static_cast<size_t>(i * 4 + j);
+      EXPECT_NEAR(rn[f], at(i, j) / std::sqrt(ms + 1e-6), 1e-12);
+      EXPECT_NEAR(si[f], at(i, j) / (1 + std::exp(-at(i, j))), 1e-12);
+    }
+  }
+  // Causal attention of one head: row t attends to keys 0..t.
+  const ir::Literal qkv = RandomF64({3, 3, 2}, 13);  // q, k, v stacked: [3][T=3][D=2]
+  Tensor all = from_literal(qkv);
+  std::vector<double> att = Vals(scaled_dot_product_attention(all.select(0, 0), all.select(0, 1),
+                                                              all.select(0, 2), true));
+  auto e = [&](int64_t w, int64_t t, int64_t d) { return qkv.GetDouble((w * 3 + t) * 2 + d); };
+  for (int64_t t = 0; t < 3; ++t) {
+    std::vector<double> s(static_cast<size_t>(t + 1));
+    double mx = -1e300, z = 0;
+    for (int64_t u = 0; u <= t; ++u) {
+      s[static_cast<size_t>(u)] = (e(0, t, 0) * e(1, u, 0) + e(0, t, 1) * e(1, u, 1)) / std::sqrt(2.0);
+      mx = std::max(mx, s[static_cast<size_t>(u)]);
+    }
+    for (double& v : s) z += (v = std::exp(v - mx));
+    for (int64_t d = 0; d < 2; ++d) {
+      double o = 0;
+      for (int64_t u = 0; u <= t; ++u) o += s[static_cast<size_t>(u)] / z * e(2, u, d);
+      EXPECT_NEAR(att[static_cast<size_t>(t * 2 + d)], o, 1e-12);
+    }
+  }
+  // Embedding: rows of the table.
+  Tensor idx = from_vector<int32_t>({2, 0, 2}, {3}, DType::kI32);
+  std::vector<double> em = Vals(embedding(idx, x));
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t j = 0; j < 4; ++j)
+      EXPECT_EQ(em[static_cast<size_t>(r * 4 + j)], at(r == 1 ? 0 : 2, j));
   // Cross-entropy with an ignored target: the mean over the other rows.
   Tensor t = from_vector<int64_t>({2, 7, 0}, {3}, DType::kI64);
   double expect = 0;

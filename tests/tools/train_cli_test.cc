@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "axle/nn.h"
 #include "train/data.h"
 
 namespace axle {
@@ -105,6 +106,19 @@ TEST_F(TrainCliTest, BadInputExitsOneWithAClearMessage) {
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("model.safetensors"));
   EXPECT_THAT(r.output, ::testing::Not(HasSubstr("terminate")));
+
+  // A config.json that disagrees with the weights (n_embd 32 against 64-wide tensors).
+  {
+    fs::create_directories(dir_ / "mismatch");
+    nn::GPT2 tiny(nn::GPT2Config::Preset("tiny"), 1);
+    nn::save_safetensors(tiny.state_dict(), Path("mismatch/model.safetensors"));
+    std::ofstream(Path("mismatch/config.json"))
+        << R"({"vocab_size": 256, "n_positions": 128, "n_embd": 32, "n_layer": 2, "n_head": 4})";
+  }
+  r = RunAxle("train --steps 1 --init " + Path("mismatch"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("wte.weight"));
+  EXPECT_THAT(r.output, HasSubstr("[256,64]"));
 
   r = RunAxle("train --steps 1 --init " + Path("model.safetensors") + " --config small");
   EXPECT_EQ(r.status, 1);
