@@ -191,7 +191,7 @@ bool SelectKernelT(const Node&, Operands ops, Literal& out) {
   const int64_t n = out.NumElements();
   if (ops[0]->NumElements() == 1 && n != 1) {
     const W* src = p[0] ? t : f;
-    if (src != y) std::memmove(y, src, static_cast<size_t>(n) * sizeof(W));
+    if (src != y && n > 0) std::memmove(y, src, static_cast<size_t>(n) * sizeof(W));
     return true;
   }
   ParallelLoop(n, [&](int64_t b, int64_t e) {

@@ -291,6 +291,7 @@ void StridedScatter(const uint8_t* src, const std::vector<int64_t>& dims,
 }
 
 void Fill(uint8_t* dst, int64_t n, const uint8_t* value, int64_t width) {
+  if (n == 0) return;  // dst may be null
   switch (width) {
     case 1: std::memset(dst, *value, static_cast<size_t>(n)); return;
     case 2: { uint16_t v; std::memcpy(&v, value, 2); std::fill_n(reinterpret_cast<uint16_t*>(dst), n, v); return; }
