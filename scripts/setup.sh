@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Axle's build and tests need, and nothing when they are present.
 # Idempotent: safe to run on every build.
+#   scripts/setup.sh               the build and test dependencies
+#   scripts/setup.sh --with-torch  also Debian's python3-torch (the PyTorch conformance check and
+#                                  bench/; /usr/bin/python3 sees it)
 set -euo pipefail
 
 packages=(
@@ -10,6 +13,7 @@ packages=(
   libopenblas-dev                                # BLAS for dot_general on the CPU
   python3-numpy                                  # golden-value scripts and the example check
 )
+[ "${1:-}" = "--with-torch" ] && packages+=(python3-torch)
 
 missing=()
 for p in "${packages[@]}"; do
