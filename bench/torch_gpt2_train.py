@@ -3,8 +3,8 @@
 
     /usr/bin/python3 bench/torch_gpt2_train.py [--steps 20 --batch 4 --seq 64 --threads N]
 
-The model is Axle's "small" config (vocab 256, n_positions 256, n_embd 384, n_layer 6, n_head 6)
-as scripts/gpt2_reference.py defines it (the same code), GPT-2-initialized, trained with the
+The model is one of Axle's presets (--config small: vocab 512, n_positions 256, n_embd 128,
+n_layer 2, n_head 4; tiny; 124m) as scripts/gpt2_reference.py defines it (the same code), GPT-2-initialized, trained with the
 same AdamW settings as bench/train_tokens_per_s.sh gives `axle train` (lr 3e-4, betas (0.9,
 0.999), eps 1e-8, weight decay 0.1 on dim >= 2 params, grad clip 1.0) on random byte tokens.
 Prints one JSON line per step ({"step", "loss", "step_s", "tokens_per_s"}) and a last line
@@ -22,8 +22,13 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
 import gpt2_reference as ref  # noqa: E402
 
-SMALL = {"vocab_size": 256, "n_positions": 256, "n_embd": 384, "n_layer": 6, "n_head": 6,
-         "layer_norm_epsilon": 1e-5}
+# Axle's GPT2Config::Preset (src/nn/gpt2.cc).
+PRESETS = {
+    "tiny": {"vocab_size": 256, "n_positions": 128, "n_embd": 64, "n_layer": 2, "n_head": 4},
+    "small": {"vocab_size": 512, "n_positions": 256, "n_embd": 128, "n_layer": 2, "n_head": 4},
+    "124m": {"vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12,
+             "n_head": 12},
+}
 
 
 def main():
@@ -34,15 +39,17 @@ def main():
     ap.add_argument("--skip", type=int, default=2)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--config", choices=sorted(PRESETS), default="small")
     a = ap.parse_args()
     if a.steps <= a.skip:
         ap.error(f"--steps must be more than --skip ({a.skip})")
 
     import torch
     torch.set_num_threads(a.threads)
-    model = ref.build_model(torch, SMALL, ref.random_init(SMALL, seed=0))
+    config = dict(PRESETS[a.config], layer_norm_epsilon=1e-5)
+    model = ref.build_model(torch, config, ref.random_init(config, seed=0))
     opt = ref.make_optimizer(torch, model, a.lr, 0.1)
-    tokens = np.random.default_rng(1).integers(0, 256, size=1 << 20)
+    tokens = np.random.default_rng(1).integers(0, 256, size=1 << 20)  # bytes: below every vocab
     n_tok = a.batch * a.seq
     timed = []
     for step in range(a.steps):

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Training throughput of `axle train` next to PyTorch eager on the same machine: tokens/s of the
-# "small" GPT-2 (vocab 256, n_positions 256, n_embd 384, n_layer 6, n_head 6), batch 4 x seq 64,
-# AdamW (lr 3e-4, weight decay 0.1, grad clip 1.0), no dropout. See bench/README.md.
+# Training throughput of `axle train` next to PyTorch eager on the same machine: tokens/s of a
+# GPT-2 preset (CONFIG=small: vocab 512, n_embd 128, 2 layers, batch 8 x seq 64; CONFIG=124m:
+# batch 4 x seq 64), AdamW (lr 3e-4, weight decay 0.1, grad clip 1.0), no dropout. PyTorch runs at
+# its best setting on this kind of machine, not its default: OMP_WAIT_POLICY=PASSIVE and glibc
+# keeping freed memory (GLIBC_TUNABLES, see bench/README.md). See bench/README.md.
 #
 #   bench/train_tokens_per_s.sh
+#   CONFIG=124m STEPS=8 bench/train_tokens_per_s.sh
 #   STEPS=30 AXLE=build-x/axle TORCH_THREADS=1 bench/train_tokens_per_s.sh
 #
-# Environment: STEPS (default 20), SKIP (default 2: the first steps are compile / warmup and are
-# not timed), AXLE (default build/axle), PYTHON (default /usr/bin/python3, must have torch),
-# TORCH_THREADS (default: the core count). Either side is skipped with a note when it cannot run.
+# Environment: CONFIG (small), BATCH / SEQ (per config), STEPS (default 20), SKIP (default 2: the
+# first steps are compile / warmup and are not timed), AXLE (default build/axle), PYTHON (default
+# /usr/bin/python3, must have torch), TORCH_THREADS (default: the core count). Either side is
+# skipped with a note when it cannot run.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,18 +22,24 @@ STEPS="${STEPS:-20}"
 SKIP="${SKIP:-2}"
 CORES="$(nproc)"
 TORCH_THREADS="${TORCH_THREADS:-$CORES}"
-BATCH=4
-SEQ=64
+CONFIG="${CONFIG:-small}"
+case "$CONFIG" in
+  small) BATCH="${BATCH:-8}" ;;
+  *) BATCH="${BATCH:-4}" ;;
+esac
+SEQ="${SEQ:-64}"
+TORCH_ENV=(env OMP_WAIT_POLICY=PASSIVE
+           GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736)
 
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/axle_bench.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
 
 echo "machine: $CORES cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "workload: small GPT-2, batch $BATCH x seq $SEQ, $STEPS steps, first $SKIP not timed"
+echo "workload: $CONFIG GPT-2, batch $BATCH x seq $SEQ, $STEPS steps, first $SKIP not timed"
 
 axle_tps=""
 if [[ -x "$AXLE" ]]; then
-  if "$AXLE" train --config small --steps "$STEPS" --batch "$BATCH" --seq "$SEQ" --lr 3e-4 \
+  if "$AXLE" train --config "$CONFIG" --samples 0 --no-progress --steps "$STEPS" --batch "$BATCH" --seq "$SEQ" --lr 3e-4 \
        --weight-decay 0.1 --grad-clip 1.0 --dropout 0 --log-json "$TMP/axle.jsonl" \
        > "$TMP/axle.out" 2>&1; then
     # Tokens over time of the timed steps (not the mean of per-step rates, which overweights
@@ -54,8 +64,8 @@ fi
 
 torch_tps=""
 if "$PYTHON" -c "import torch" >/dev/null 2>&1; then
-  if "$PYTHON" "$ROOT/bench/torch_gpt2_train.py" --steps "$STEPS" --skip "$SKIP" --batch "$BATCH" \
-       --seq "$SEQ" --threads "$TORCH_THREADS" > "$TMP/torch.jsonl" 2> "$TMP/torch.err"; then
+  if "${TORCH_ENV[@]}" "$PYTHON" "$ROOT/bench/torch_gpt2_train.py" --config "$CONFIG" \
+       --steps "$STEPS" --skip "$SKIP" --batch "$BATCH" --seq "$SEQ" --threads "$TORCH_THREADS" > "$TMP/torch.jsonl" 2> "$TMP/torch.err"; then
     torch_tps="$("$PYTHON" -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print("%.1f" % s["summary"]["tokens_per_s"])' "$TMP/torch.jsonl")"
   else
     echo "torch: the benchmark failed:"; tail -5 "$TMP/torch.err"

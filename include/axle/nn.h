@@ -197,7 +197,7 @@ struct GPT2Config {
   void Validate() const;
   std::string ToString() const;
 
-  // "tiny" (256, 128, 64, 2, 4), "small" (256, 256, 384, 6, 6), "124m" (50257, 1024, 768, 12, 12).
+  // "tiny" (256, 128, 64, 2, 4), "small" (512, 256, 128, 2, 4), "124m" (50257, 1024, 768, 12, 12).
   static GPT2Config Preset(const std::string& name);
   // A Hugging Face GPT2Config object (config.json). vocab_size, n_positions (or n_ctx), n_embd,
   // n_layer and n_head are required; layer_norm_epsilon and resid_pdrop are optional. `source`

@@ -46,7 +46,7 @@ GPT2Config GPT2Config::Preset(const std::string& name) {
   if (name == "tiny") {
     c.vocab_size = 256, c.n_positions = 128, c.n_embd = 64, c.n_layer = 2, c.n_head = 4;
   } else if (name == "small") {
-    c.vocab_size = 256, c.n_positions = 256, c.n_embd = 384, c.n_layer = 6, c.n_head = 6;
+    c.vocab_size = 512, c.n_positions = 256, c.n_embd = 128, c.n_layer = 2, c.n_head = 4;
   } else if (name == "124m") {
     c.vocab_size = 50257, c.n_positions = 1024, c.n_embd = 768, c.n_layer = 12, c.n_head = 12;
   } else {

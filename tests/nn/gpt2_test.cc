@@ -74,9 +74,10 @@ TEST(GPT2, Init) {
 
 TEST(GPT2Config, PresetsAndJson) {
   GPT2Config s = GPT2Config::Preset("small");
-  EXPECT_EQ(s.n_embd, 384);
-  EXPECT_EQ(s.n_layer, 6);
-  EXPECT_EQ(s.n_head, 6);
+  EXPECT_EQ(s.vocab_size, 512);  // the benchmark config of the compiler issue
+  EXPECT_EQ(s.n_embd, 128);
+  EXPECT_EQ(s.n_layer, 2);
+  EXPECT_EQ(s.n_head, 4);
   GPT2Config b = GPT2Config::Preset("124m");
   EXPECT_EQ(b.vocab_size, 50257);
   EXPECT_EQ(b.head_dim(), 64);
