@@ -131,14 +131,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
            targets.type_string(), i);
   if (reduction != "mean" && reduction != "sum" && reduction != "none")
     Fail("cross_entropy: reduction must be \"mean\", \"sum\" or \"none\", got \"{}\"", reduction);
-  const int64_t c = logits.size(-1);
   Tensor logp = log_softmax(logits, -1);
-  // The target's log-probability via a one-hot mask: compare against an iota over classes.
-  Tensor classes = arange(c, DType::kI64);
+  // The target's log-probability by gather (one pass; its gradient is one scatter_add). An
+  // ignored target gathers class 0 and is masked out below.
   Tensor t = targets.to(DType::kI64);
-  Tensor onehot = (t.unsqueeze(-1) == classes).to(logits.dtype());
-  Tensor nll = -(logp * onehot).sum({-1});
-  Tensor valid = (t != static_cast<double>(ignore_index)).to(logits.dtype());
+  Tensor valid_mask = t != static_cast<double>(ignore_index);
+  Tensor safe = where(valid_mask, t, zeros_like(t));
+  Tensor nll = -logp.gather(-1, safe.unsqueeze(-1)).squeeze(-1);
+  Tensor valid = valid_mask.to(logits.dtype());
   nll = nll * valid;
   if (reduction == "none") return nll;
   if (reduction == "sum") return nll.sum();
