@@ -20,7 +20,7 @@ struct TrainOptions {
   bool config_given = false;     // --config was passed explicitly
   std::string init;              // HF directory or .safetensors file; empty = random init
   std::string data;              // .bin llm.c shard or a text file; empty = embedded corpus
-  int64_t steps = 300;
+  int64_t steps = 500;
   int64_t batch = 16;
   int64_t seq = 64;
   double lr = 3e-3;
