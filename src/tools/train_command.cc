@@ -14,6 +14,7 @@ void AddTrainCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunn
   auto o = std::make_shared<train::TrainOptions>();
   CLI::App* sub = app.add_subcommand(
       "train", "Train GPT-2 (default: a tiny GPT on a corpus embedded in the binary)");
+  sub->option_defaults()->always_capture_default();  // --help shows each default
   sub->add_option("--model", o->model, "Model family")->check(CLI::IsMember({"gpt2"}));
   auto* config = sub->add_option("--config", o->config, "Model size (without --init)")
                      ->check(CLI::IsMember({"tiny", "small", "124m"}));
