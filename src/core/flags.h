@@ -17,7 +17,9 @@ namespace axle::flags {
   X(bool, debug, false,                                                                      \
     "Explain decisions: why a graph was recompiled, why a sharding was chosen.")            \
   X(int64_t, interpreter_max_bytes, int64_t{8} << 30,                                        \
-    "Largest total tensor memory the reference interpreter will allocate before refusing.")
+    "Largest total tensor memory the reference interpreter will allocate before refusing.")   \
+  X(std::string, dump_dir, std::string(),                                                    \
+    "When set, RunPasses writes the module before the first pass and after each pass to DIR/NNN-<pass>.axir.")
 
 #define AXLE_FLAG_DECLARE(type, name, def, help) \
   type name();                                   \

@@ -34,8 +34,21 @@ std::vector<PassInfo> ListPasses();
 // there is none.
 std::unique_ptr<Pass> CreatePass(std::string_view name);
 
-// Runs the named passes in order, verifying the module before the first and after each one.
+// Runs the named passes in order, verifying the module before the first and after each one
+// (always, not only in debug builds: the verifier is linear and catches a broken pass at once).
 // A verifier failure after a pass names the pass that broke the module.
+// With AXLE_DUMP_DIR=DIR (flags::dump_dir), the module is written as DIR/000-input.axir before
+// the first pass and as DIR/NNN-<pass>.axir after each pass (the passes inside `default` too),
+// NNN counting from 001 within this call.
 void RunPasses(ir::Module& module, const std::vector<std::string>& names);
+
+// The default optimization pipeline: the passes of one round, in order. `default` (a registered
+// pass, usable as `--passes=default`) repeats the round until no pass changes anything, at most
+// kDefaultPipelineMaxRounds times.
+std::vector<std::string> DefaultPipeline();
+inline constexpr int kDefaultPipelineMaxRounds = 8;
+// Runs the default pipeline on `module` as `--passes=default` does; returns whether it changed
+// anything.
+bool RunDefaultPipeline(ir::Module& module);
 
 }  // namespace axle::passes

@@ -1,6 +1,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include "core/flags.h"
+#include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/pass.h"
 #include "passes/pass_list.h"
@@ -15,11 +20,41 @@ const std::vector<Factory>& Factories() {
   static const std::vector<Factory> factories = {
       MakeVerifyPass,
       MakeCanonicalizePass,
+      MakeDcePass,
+      MakeCsePass,
+      MakeSimplifyPass,
+      MakeFoldPass,
+      MakeDefaultPipelinePass,
   };
   return factories;
 }
 
+// The number of the next dump file (NNN-<pass>.axir); RunPasses restarts it at 0.
+thread_local int next_dump = 0;
+
+// Writes `module` to DIR/NNN-<label>.axir when AXLE_DUMP_DIR (flags::dump_dir) is set.
+void Dump(const ir::Module& module, std::string_view label) {
+  const std::string dir = flags::dump_dir();
+  if (dir.empty()) return;
+  std::filesystem::create_directories(dir);
+  const std::string path = fmt::format("{}/{:03}-{}.axir", dir, next_dump++, label);
+  std::ofstream out(path, std::ios::binary);
+  out << ir::PrintModule(module);
+  if (!out) Fail("AXLE_DUMP_DIR: cannot write '{}'", path);
+}
+
 }  // namespace
+
+bool RunInstrumented(Pass& pass, ir::Module& module) {
+  const bool changed = pass.Run(module);
+  try {
+    ir::Verify(module);
+  } catch (const Error& e) {
+    Fail("the module is invalid after pass '{}' (a bug in that pass):\n{}", pass.name(), e.what());
+  }
+  Dump(module, pass.name());
+  return changed;
+}
 
 std::vector<PassInfo> ListPasses() {
   std::vector<PassInfo> out;
@@ -45,14 +80,9 @@ void RunPasses(ir::Module& module, const std::vector<std::string>& names) {
   std::vector<std::unique_ptr<Pass>> passes;
   for (const std::string& n : names) passes.push_back(CreatePass(n));  // fail before running any
   ir::Verify(module);
-  for (auto& p : passes) {
-    p->Run(module);
-    try {
-      ir::Verify(module);
-    } catch (const Error& e) {
-      Fail("the module is invalid after pass '{}' (a bug in that pass):\n{}", p->name(), e.what());
-    }
-  }
+  next_dump = 0;
+  Dump(module, "input");
+  for (auto& p : passes) RunInstrumented(*p, module);
 }
 
 }  // namespace axle::passes

@@ -1,0 +1,214 @@
+// Differential property test of the optimizing passes against the reference interpreter (the
+// oracle): on random modules (testing/random_module.h) the default pipeline, and each pass
+// alone, must keep the module valid, never add nodes, and give bitwise the same results as the
+// unoptimized module (NaNs compare as "both NaN": payloads are not pinned). Also: AXLE_DUMP_DIR.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/flags.h"
+#include "ir/interpreter.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/pass.h"
+#include "testing/random_module.h"
+
+namespace axle {
+namespace {
+
+using testing::RandomModule;
+using testing::RandomModuleOptions;
+
+constexpr uint64_t kSeeds = 400;
+
+RandomModuleOptions OptionsFor(uint64_t seed) {
+  RandomModuleOptions o;
+  switch (seed % 4) {
+    case 1:
+      o.collectives = true;
+      o.num_replicas = 2 + static_cast<int64_t>(seed / 4 % 3);
+      break;
+    case 2:
+      o.allow_zero_sized = false;
+      o.num_nodes = 24;
+      break;
+    case 3:
+      o.dtypes = {DType::kF32, DType::kBF16, DType::kI32, DType::kBool};
+      o.num_nodes = 30;
+      break;
+    default: break;
+  }
+  return o;
+}
+
+int64_t CountNodes(const ir::Module& m) {
+  int64_t n = 0;
+  for (const auto& f : m.functions()) n += static_cast<int64_t>(f->nodes().size());
+  return n;
+}
+
+// Empty when a and b agree bit for bit (NaN == NaN whatever its payload); else what differs.
+std::string Difference(const ir::Literal& a, const ir::Literal& b) {
+  if (a.type() != b.type()) return "type " + a.type().ToString() + " vs " + b.type().ToString();
+  for (int64_t i = 0; i < a.NumElements(); ++i) {
+    if (ir::ElementBits(a, i) == ir::ElementBits(b, i)) continue;
+    if (IsFloat(a.dtype()) && std::isnan(a.GetDouble(i)) && std::isnan(b.GetDouble(i))) continue;
+    return fmt::format("element {}: {} vs {}", i, ir::FormatElement(a, i), ir::FormatElement(b, i));
+  }
+  return "";
+}
+
+// Every function's results on every replica; nullopt when the interpreter refuses the module.
+std::optional<std::vector<std::vector<std::vector<ir::Literal>>>> EvaluateAll(const ir::Module& m,
+                                                                              uint64_t seed) {
+  std::vector<std::vector<std::vector<ir::Literal>>> out;
+  try {
+    for (const auto& f : m.functions()) {
+      std::vector<std::vector<ir::Literal>> args;
+      for (int64_t r = 0; r < m.num_replicas(); ++r)
+        args.push_back(testing::RandomArguments(*f, seed * 16 + static_cast<uint64_t>(r)));
+      out.push_back(ir::EvaluateReplicated(*f, args));
+    }
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+void CheckPasses(const std::vector<std::string>& passes, uint64_t seeds, int64_t* evaluated) {
+  testing::RegisterTestCustomCalls();
+  for (uint64_t seed = 0; seed < seeds; ++seed) {
+    std::unique_ptr<ir::Module> m = RandomModule(seed, OptionsFor(seed));
+    const std::string before = ir::PrintModule(*m);
+    auto expected = EvaluateAll(*m, seed);
+    const int64_t nodes_before = CountNodes(*m);
+    try {
+      passes::RunPasses(*m, passes);  // verifies after every pass
+    } catch (const Error& e) {
+      ADD_FAILURE() << "seed " << seed << ": " << e.what() << "\n" << before;
+      continue;
+    }
+    EXPECT_LE(CountNodes(*m), nodes_before) << "seed " << seed << "\n" << before << "\n--- after:\n"
+                                            << ir::PrintModule(*m);
+    // The result prints and parses back (text in, text out).
+    EXPECT_EQ(ir::PrintModule(*ir::ParseModule(ir::PrintModule(*m))), ir::PrintModule(*m));
+    if (!expected) continue;
+    auto actual = EvaluateAll(*m, seed);
+    ASSERT_TRUE(actual.has_value()) << "seed " << seed << ": optimized module fails to evaluate\n"
+                                    << ir::PrintModule(*m);
+    ++*evaluated;
+    for (size_t f = 0; f < expected->size(); ++f)
+      for (size_t r = 0; r < (*expected)[f].size(); ++r)
+        for (size_t k = 0; k < (*expected)[f][r].size(); ++k) {
+          std::string d = Difference((*expected)[f][r][k], (*actual)[f][r][k]);
+          if (!d.empty()) {
+            ADD_FAILURE() << "seed " << seed << ", function " << f << ", replica " << r
+                          << ", result " << k << ": " << d << "\n--- before:\n" << before
+                          << "\n--- after:\n" << ir::PrintModule(*m);
+            return;
+          }
+        }
+  }
+}
+
+TEST(PipelineRandom, DefaultPipelineKeepsResultsBitwise) {
+  int64_t evaluated = 0;
+  CheckPasses({"default"}, kSeeds, &evaluated);
+  EXPECT_GE(evaluated, static_cast<int64_t>(kSeeds * 9 / 10));
+}
+
+TEST(PipelineRandom, EachPassAloneKeepsResultsBitwise) {
+  for (const char* pass : {"dce", "cse", "simplify", "fold"}) {
+    SCOPED_TRACE(pass);
+    int64_t evaluated = 0;
+    CheckPasses({pass}, 150, &evaluated);
+    EXPECT_GE(evaluated, 130);
+  }
+}
+
+// Simplify-heavy random programs: only the ops the rules look at, on float and integer types,
+// with zeros, ones and -0 among the constants the generator draws.
+TEST(PipelineRandom, SimplifyRulesOnAlgebraHeavyPrograms) {
+  testing::RegisterTestCustomCalls();
+  int64_t evaluated = 0;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    RandomModuleOptions o;
+    o.ops = {ir::OpKind::kAdd,       ir::OpKind::kSub,     ir::OpKind::kMul,
+             ir::OpKind::kDiv,       ir::OpKind::kNeg,     ir::OpKind::kConvert,
+             ir::OpKind::kTranspose, ir::OpKind::kReshape, ir::OpKind::kBroadcastInDim,
+             ir::OpKind::kSelect,    ir::OpKind::kSlice,   ir::OpKind::kConstant};
+    o.num_nodes = 20;
+    std::unique_ptr<ir::Module> m = RandomModule(seed * 7919 + 1, o);
+    const std::string before = ir::PrintModule(*m);
+    auto expected = EvaluateAll(*m, seed);
+    passes::RunPasses(*m, {"default"});
+    if (!expected) continue;
+    ++evaluated;
+    auto actual = EvaluateAll(*m, seed);
+    ASSERT_TRUE(actual.has_value());
+    for (size_t f = 0; f < expected->size(); ++f)
+      for (size_t k = 0; k < (*expected)[f][0].size(); ++k) {
+        std::string d = Difference((*expected)[f][0][k], (*actual)[f][0][k]);
+        ASSERT_TRUE(d.empty()) << "seed " << seed << ": " << d << "\n" << before << "\n--- after:\n"
+                               << ir::PrintModule(*m);
+      }
+  }
+  EXPECT_GE(evaluated, 250);
+}
+
+TEST(Passes, ListPassesHasEveryPassWithASummary) {
+  std::set<std::string> names;
+  for (const passes::PassInfo& p : passes::ListPasses()) {
+    names.insert(std::string(p.name));
+    EXPECT_FALSE(p.summary.empty()) << p.name;
+  }
+  for (const char* n : {"verify", "canonicalize", "dce", "cse", "simplify", "fold", "default"})
+    EXPECT_TRUE(names.count(n)) << n;
+  for (const std::string& n : passes::DefaultPipeline()) EXPECT_TRUE(names.count(n)) << n;
+}
+
+TEST(Passes, DumpDirWritesTheModuleBeforeAndAfterEachPass) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / fmt::format("axle_dump_test_{}", ::getpid());
+  fs::remove_all(dir);
+  flags::set_dump_dir(dir.string());
+  std::unique_ptr<ir::Module> m = ir::ParseModule(R"(module @m {
+  func @main {
+    %x = parameter() {index=0} : f32[4]
+    %e = exp(%x) : f32[4]
+    %n = neg(%x) : f32[4]
+    %nn = neg(%n) : f32[4]
+    return %nn
+  }
+})");
+  passes::RunPasses(*m, {"dce", "simplify", "dce"});
+  flags::set_dump_dir("");
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"000-input.axir", "001-dce.axir", "002-simplify.axir",
+                                             "003-dce.axir"}));
+  std::ifstream in(dir / "000-input.axir");
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("exp(%x)"), std::string::npos) << text.str();
+  std::ifstream last(dir / "003-dce.axir");
+  std::stringstream last_text;
+  last_text << last.rdbuf();
+  EXPECT_EQ(last_text.str(), ir::PrintModule(*m));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace axle
