@@ -1,5 +1,8 @@
 #include "core/flags.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <optional>
 
@@ -70,6 +73,16 @@ AXLE_FLAGS(AXLE_FLAG_SLOT)
 #undef AXLE_FLAG_SLOT
 
 }  // namespace
+
+std::string DefaultCacheDir() {
+  // Not AXLE_* variables, but this file stays the one place that reads the environment.
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/')
+    return std::string(xdg) + "/axle";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/axle";
+  if (const passwd* pw = ::getpwuid(::getuid()); pw && pw->pw_dir && *pw->pw_dir)
+    return std::string(pw->pw_dir) + "/.cache/axle";
+  return "/tmp/axle-cache";
+}
 
 #define AXLE_FLAG_DEFINE(type, name, def, help)             \
   type name() { return slot_##name.Get(#name, def); }       \

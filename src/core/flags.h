@@ -12,6 +12,10 @@
 
 namespace axle::flags {
 
+// The default of AXLE_CACHE_DIR: $XDG_CACHE_HOME/axle, else $HOME/.cache/axle, else the passwd
+// entry's home directory + /.cache/axle, else /tmp/axle-cache.
+std::string DefaultCacheDir();
+
 // X(type, name, default, help)
 #define AXLE_FLAGS(X)                                                                        \
   X(bool, debug, false,                                                                      \
@@ -19,7 +23,13 @@ namespace axle::flags {
   X(int64_t, interpreter_max_bytes, int64_t{8} << 30,                                        \
     "Largest total tensor memory the reference interpreter will allocate before refusing.")   \
   X(std::string, dump_dir, std::string(),                                                    \
-    "When set, RunPasses writes the module before the first pass and after each pass to DIR/NNN-<pass>.axir.")
+    "When set, RunPasses writes the module before the first pass and after each pass to DIR/NNN-<pass>.axir.")  \
+  X(bool, cache, true,                                                                       \
+    "Use the on-disk cache of compiled artifacts (0 = neither read nor write it).")          \
+  X(std::string, cache_dir, DefaultCacheDir(),                                               \
+    "Directory of the on-disk cache ($XDG_CACHE_HOME/axle, else ~/.cache/axle).")            \
+  X(int64_t, cache_max_bytes, int64_t{2} << 30,                                              \
+    "Size cap of the on-disk cache; least recently used entries are evicted past it.")
 
 #define AXLE_FLAG_DECLARE(type, name, def, help) \
   type name();                                   \

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   AddHashCommand(app, commands);
   AddFlagsCommand(app, commands);
   AddTrainCommand(app, commands);
+  AddCacheCommand(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
