@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -194,8 +195,13 @@ DiskCache& DiskCache::Default() {
   return *cache;
 }
 
+std::string DiskCache::FingerprintSource() {
+  static const std::string source = BuildDescription();
+  return source;
+}
+
 std::string DiskCache::Fingerprint() {
-  static const std::string fp = Hex(Fnv1a64(BuildDescription()));
+  static const std::string fp = Hex(Fnv1a64(FingerprintSource()));
   return fp;
 }
 
@@ -422,9 +428,17 @@ int64_t DiskCache::Clear() {
   std::vector<fs::path> doomed;
   for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    std::error_code e;
-    if ((IsEntryName(name) || IsTempName(name)) && it->is_regular_file(e) && !e)
+    std::error_code e, e2;
+    if (!(it->is_regular_file(e) && !e)) continue;
+    if (IsEntryName(name)) {
       doomed.push_back(it->path());
+    } else if (IsTempName(name)) {
+      // A temporary younger than a minute may be a put in flight in another process: removing
+      // it would fail that put's rename. Older ones are crashed writers' leftovers.
+      auto mtime = fs::last_write_time(it->path(), e2);
+      if (!e2 && mtime < fs::file_time_type::clock::now() - std::chrono::minutes(1))
+        doomed.push_back(it->path());
+    }
   }
   for (const fs::path& p : doomed)
     if (::unlink(p.c_str()) == 0 && IsEntryName(p.filename().string())) removed++;

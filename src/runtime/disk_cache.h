@@ -62,6 +62,8 @@ class DiskCache {
   // compiler (__VERSION__), the cache format version, and the CPU ISA features that generated
   // code may use (avx2, avx512f, fma). Computed once.
   static std::string Fingerprint();
+  // What Fingerprint() hashes, readable ("axle-cache-format=1;build-id=...;cc=...;isa=x86,avx2").
+  static std::string FingerprintSource();
   // The key for a module: `<module_hash>-<Fingerprint()>` (a module hash that is not a short run
   // of [0-9A-Za-z_] is hashed first).
   static std::string MakeKey(std::string_view module_hash);
@@ -74,7 +76,8 @@ class DiskCache {
   Stats ScanDirectory() const;
   // Every entry, most recently used first.
   std::vector<Entry> List() const;
-  // Removes every file the cache wrote (entries and leftover temporaries; never other files).
+  // Removes every file the cache wrote: entries, and temporaries older than a minute (crashed
+  // writers' leftovers; younger ones may be puts in flight). Never other files.
   // Returns the number of entries removed.
   int64_t Clear();
 

@@ -58,6 +58,8 @@ void AddCacheCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunn
     std::printf("cap:       %lld (%s)\n", static_cast<long long>(c.max_bytes()),
                 HumanBytes(c.max_bytes()).c_str());
     std::printf("enabled:   %s\n", c.enabled() ? "yes" : "no (AXLE_CACHE=0)");
+    std::printf("fingerprint of this binary: %s (%s)\n", runtime::DiskCache::Fingerprint().c_str(),
+                runtime::DiskCache::FingerprintSource().c_str());
   });
   commands.emplace_back(ls, [dir] {
     runtime::DiskCache c = Open(*dir);

@@ -324,6 +324,11 @@ TEST(DiskCache, FingerprintAndKeys) {
   std::string fp = DiskCache::Fingerprint();
   EXPECT_EQ(fp.size(), 16u);
   EXPECT_EQ(fp, DiskCache::Fingerprint());
+  const std::string src = DiskCache::FingerprintSource();
+  EXPECT_EQ(src.rfind("axle-cache-format=1;", 0), 0u) << src;
+  EXPECT_NE(src.find(";isa="), std::string::npos) << src;
+  EXPECT_TRUE(src.find(";build-id=") != std::string::npos || src.find(";exe=") != std::string::npos)
+      << src;
   EXPECT_EQ(DiskCache::MakeKey("0123abcd"), "0123abcd-" + fp);
   std::string odd = DiskCache::MakeKey("not hex / at all");
   EXPECT_EQ(odd.size(), 32u + 1 + 16);
@@ -356,6 +361,31 @@ TEST(DiskCache, Flags) {
   flags::ResetForTesting();
 }
 
+TEST(DiskCache, DefaultReadsTheFlags) {
+  TempDir t;
+  // Default() is a process-wide singleton: check it in a child so this process's stays unread.
+  ::setenv("AXLE_CACHE_DIR", (t.path() + "/default").c_str(), 1);
+  ::setenv("AXLE_CACHE_MAX_BYTES", "4096", 1);
+  flags::ResetForTesting();
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    DiskCache& c = DiskCache::Default();
+    bool ok = &c == &DiskCache::Default() && c.dir() == t.path() + "/default" &&
+              c.max_bytes() == 4096 && c.enabled();
+    c.Put("k", "v");
+    ok = ok && c.Get("k") == std::optional<std::string>("v");
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ::unsetenv("AXLE_CACHE_DIR");
+  ::unsetenv("AXLE_CACHE_MAX_BYTES");
+  flags::ResetForTesting();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_TRUE(fs::exists(t.path() + "/default/k.axc"));
+}
+
 // Runs `axle <args>`; returns the exit code and fills `out` with stdout and stderr.
 int RunAxle(const std::string& args, std::string& out, const std::string& env = "") {
   std::string cmd = env + " " + std::string(AXLE_BINARY) + " " + args + " 2>&1";
@@ -378,25 +408,31 @@ TEST(DiskCache, Cli) {
   }
   WriteBytes(t.path() + "/notes.txt", "not the cache's");
   WriteBytes(t.path() + "/.tmp-1-2-3.axc.tmp", "a crashed writer's leftover");
+  fs::last_write_time(t.path() + "/.tmp-1-2-3.axc.tmp",
+                      fs::file_time_type::clock::now() - std::chrono::minutes(5));
+  WriteBytes(t.path() + "/.tmp-4-5-6.axc.tmp", "a put in flight");
   std::string out;
   ASSERT_EQ(RunAxle("cache stats --dir " + t.path(), out), 0) << out;
   EXPECT_NE(out.find("directory: " + t.path()), std::string::npos) << out;
   EXPECT_NE(out.find("entries:   2\n"), std::string::npos) << out;
   EXPECT_NE(out.find("cap:       2147483648"), std::string::npos) << out;
 
+  WriteBytes(t.path() + "/damaged.axc", "garbage");
   ASSERT_EQ(RunAxle("cache ls --dir " + t.path(), out), 0) << out;
+  EXPECT_NE(out.find("<unreadable header>"), std::string::npos) << out;
   EXPECT_NE(out.find("aaaa1111-fingerprint"), std::string::npos) << out;
   EXPECT_NE(out.find("bbbb2222-fingerprint"), std::string::npos) << out;
-  EXPECT_NE(out.find("2 entries"), std::string::npos) << out;
+  EXPECT_NE(out.find("3 entries"), std::string::npos) << out;
 
   // Without --dir: AXLE_CACHE_DIR.
   ASSERT_EQ(RunAxle("cache stats", out, "AXLE_CACHE_DIR=" + t.path()), 0) << out;
-  EXPECT_NE(out.find("entries:   2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("entries:   3\n"), std::string::npos) << out;
 
   ASSERT_EQ(RunAxle("cache clear --dir " + t.path(), out), 0) << out;
-  EXPECT_NE(out.find("removed 2 entries"), std::string::npos) << out;
+  EXPECT_NE(out.find("removed 3 entries"), std::string::npos) << out;
   EXPECT_TRUE(fs::exists(t.path() + "/notes.txt"));
   EXPECT_FALSE(fs::exists(t.path() + "/.tmp-1-2-3.axc.tmp"));
+  EXPECT_TRUE(fs::exists(t.path() + "/.tmp-4-5-6.axc.tmp"));
   ASSERT_EQ(RunAxle("cache stats --dir " + t.path(), out), 0) << out;
   EXPECT_NE(out.find("entries:   0\n"), std::string::npos) << out;
 
