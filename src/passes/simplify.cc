@@ -12,6 +12,7 @@
 //   - convert chains cancel only when the first conversion is exact for every value (widening).
 // "0" and "1" mean a splat constant, possibly seen through a broadcast_in_dim of a constant
 // (GetSplat). A rule never drops or changes a sharding annotation (Rewrite::CanReplace).
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string_view>
@@ -104,6 +105,10 @@ bool IsIdentityPerm(const std::vector<int64_t>& p) {
   for (size_t i = 0; i < p.size(); ++i)
     if (p[i] != static_cast<int64_t>(i)) return false;
   return true;
+}
+
+Value* SelfIdempotent(const Node& n, Emitter&) {
+  return n.operand(0) == n.operand(1) ? n.operand(0) : nullptr;
 }
 
 // The rule table. Operand order matters for the non-commutative ops; the commutative ones try
@@ -218,6 +223,64 @@ const std::vector<Rule>& Rules() {
            if (a.start[k] != 0 || a.limit[k] != s.dim(i) || a.strides[k] != 1) return nullptr;
          }
          return n.operand(0);
+       }},
+      // select(p, a, a) -> a
+      {"select-same", OpKind::kSelect,
+       [](const Node& n, Emitter&) -> Value* {
+         return n.operand(1) == n.operand(2) ? n.operand(1) : nullptr;
+       }},
+      // max(x, x) -> x, min(x, x) -> x  (the max/min rule picks x; NaN in, the same NaN out)
+      // and(x, x) -> x, or(x, x) -> x    (bitwise and logical)
+      {"idempotent-self", OpKind::kMax, SelfIdempotent},
+      {"idempotent-self", OpKind::kMin, SelfIdempotent},
+      {"idempotent-self", OpKind::kAnd, SelfIdempotent},
+      {"idempotent-self", OpKind::kOr, SelfIdempotent},
+      // not(not(x)) -> x  (logical on bool, bitwise on integers: an involution)
+      {"not-not", OpKind::kNot,
+       [](const Node& n, Emitter&) -> Value* {
+         const Node* inner = n.operand(0)->node();
+         return inner->op() == OpKind::kNot ? inner->operand(0) : nullptr;
+       }},
+      // reverse(reverse(x, d), d) -> x  (same dims: each reversed twice)
+      {"reverse-reverse", OpKind::kReverse,
+       [](const Node& n, Emitter&) -> Value* {
+         const auto& d = n.attrs_as<ir::ReverseAttrs>().dims;
+         if (d.empty()) return n.operand(0);  // reverse of no dims is the operand
+         const Node* inner = n.operand(0)->node();
+         if (inner->op() != OpKind::kReverse) return nullptr;
+         std::vector<int64_t> a = d, b = inner->attrs_as<ir::ReverseAttrs>().dims;
+         std::sort(a.begin(), a.end());
+         std::sort(b.begin(), b.end());
+         return a == b ? inner->operand(0) : nullptr;
+       }},
+      // concatenate(x) -> x  (one operand)
+      {"concatenate-single", OpKind::kConcatenate,
+       [](const Node& n, Emitter&) -> Value* { return n.num_operands() == 1 ? n.operand(0) : nullptr; }},
+      // reduce(x, dims=[]) -> x  (docs/ir.md: "dims = [] copies")
+      {"reduce-no-dims", OpKind::kReduce,
+       [](const Node& n, Emitter&) -> Value* {
+         return n.attrs_as<ir::ReduceAttrs>().dims.empty() ? n.operand(0) : nullptr;
+       }},
+      // pad(x, v, low=0, high=0, interior=0) -> x
+      {"pad-nothing", OpKind::kPad,
+       [](const Node& n, Emitter&) -> Value* {
+         const auto& a = n.attrs_as<ir::PadAttrs>();
+         auto zero = [](const std::vector<int64_t>& v) {
+           return std::all_of(v.begin(), v.end(), [](int64_t x) { return x == 0; });
+         };
+         return zero(a.low) && zero(a.high) && zero(a.interior) ? n.operand(0) : nullptr;
+       }},
+      // dynamic_slice(x, s...) with sizes = x's dims -> x  (every start clamps to 0)
+      {"dynamic-slice-whole", OpKind::kDynamicSlice,
+       [](const Node& n, Emitter&) -> Value* {
+         return n.attrs_as<ir::DynamicSliceAttrs>().sizes == n.operand(0)->shape().dims()
+                    ? n.operand(0)
+                    : nullptr;
+       }},
+      // dynamic_update_slice(x, u, s...) with u of x's shape -> u  (every start clamps to 0)
+      {"dynamic-update-slice-whole", OpKind::kDynamicUpdateSlice,
+       [](const Node& n, Emitter&) -> Value* {
+         return n.operand(1)->shape() == n.operand(0)->shape() ? n.operand(1) : nullptr;
        }},
   };
   return rules;

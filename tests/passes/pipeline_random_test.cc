@@ -177,7 +177,10 @@ TEST(PipelineRandom, SimplifyRulesOnAlgebraHeavyPrograms) {
     o.ops = {ir::OpKind::kAdd,       ir::OpKind::kSub,     ir::OpKind::kMul,
              ir::OpKind::kDiv,       ir::OpKind::kNeg,     ir::OpKind::kConvert,
              ir::OpKind::kTranspose, ir::OpKind::kReshape, ir::OpKind::kBroadcastInDim,
-             ir::OpKind::kSelect,    ir::OpKind::kSlice,   ir::OpKind::kConstant};
+             ir::OpKind::kSelect,    ir::OpKind::kSlice,   ir::OpKind::kConstant,
+             ir::OpKind::kMax,       ir::OpKind::kMin,     ir::OpKind::kNot,
+             ir::OpKind::kReverse,   ir::OpKind::kPad,     ir::OpKind::kReduce,
+             ir::OpKind::kDynamicSlice, ir::OpKind::kDynamicUpdateSlice, ir::OpKind::kConcatenate};
     o.num_nodes = 20;
     std::unique_ptr<ir::Module> m = RandomModule(seed * 7919 + 1, o);
     ObserveAll(*m);
