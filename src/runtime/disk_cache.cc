@@ -354,6 +354,20 @@ std::vector<FileInfo> ScanEntries(const std::string& dir) {
   }
   return out;
 }
+// Removes the temporaries (crashed writers' leftovers) last written more than `age` ago.
+void RemoveStaleTemporaries(const std::string& dir, std::chrono::seconds age) {
+  const auto cutoff = fs::file_time_type::clock::now() - age;
+  std::error_code ec;
+  std::vector<fs::path> doomed;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code e1, e2;
+    if (!IsTempName(it->path().filename().string()) || !it->is_regular_file(e1) || e1) continue;
+    auto mtime = fs::last_write_time(it->path(), e2);
+    if (!e2 && mtime < cutoff) doomed.push_back(it->path());
+  }
+  for (const fs::path& p : doomed) ::unlink(p.c_str());
+}
+
 }  // namespace
 
 void DiskCache::EvictIfNeeded() {
@@ -362,6 +376,7 @@ void DiskCache::EvictIfNeeded() {
   int64_t total = 0;
   for (const FileInfo& f : files) total += f.bytes;
   if (total <= max_bytes_) return;
+  RemoveStaleTemporaries(dir_, std::chrono::hours(1));
   const int64_t target = max_bytes_ / 10 * 9;
   std::sort(files.begin(), files.end(),
             [](const FileInfo& a, const FileInfo& b) { return a.mtime < b.mtime; });
@@ -424,24 +439,11 @@ std::vector<DiskCache::Entry> DiskCache::List() const {
 
 int64_t DiskCache::Clear() {
   int64_t removed = 0;
-  std::error_code ec;
-  std::vector<fs::path> doomed;
-  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    std::error_code e, e2;
-    if (!(it->is_regular_file(e) && !e)) continue;
-    if (IsEntryName(name)) {
-      doomed.push_back(it->path());
-    } else if (IsTempName(name)) {
-      // A temporary younger than a minute may be a put in flight in another process: removing
-      // it would fail that put's rename. Older ones are crashed writers' leftovers.
-      auto mtime = fs::last_write_time(it->path(), e2);
-      if (!e2 && mtime < fs::file_time_type::clock::now() - std::chrono::minutes(1))
-        doomed.push_back(it->path());
-    }
-  }
-  for (const fs::path& p : doomed)
-    if (::unlink(p.c_str()) == 0 && IsEntryName(p.filename().string())) removed++;
+  for (const FileInfo& f : ScanEntries(dir_))
+    if (::unlink(f.path.c_str()) == 0) removed++;
+  // A temporary younger than a minute may be a put in flight in another process: removing it
+  // would fail that put's rename.
+  RemoveStaleTemporaries(dir_, std::chrono::minutes(1));
   return removed;
 }
 

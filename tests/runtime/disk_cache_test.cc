@@ -3,6 +3,7 @@
 // `axle cache` CLI. Each test uses its own temporary directory.
 #include "runtime/disk_cache.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -283,6 +284,49 @@ TEST(DiskCache, EvictsLeastRecentlyUsedFirst) {
   DiskCache::Stats s = c.ScanDirectory();
   EXPECT_EQ(s.entries, 3);
   EXPECT_LE(s.bytes, (4 * entry + entry / 5) / 10 * 9);
+}
+
+TEST(DiskCache, EvictionRemovesStaleTemporaries) {
+  TempDir t;
+  const std::string stale = t.path() + "/.tmp-9-9-9.axc.tmp", fresh = t.path() + "/.tmp-8-8-8.axc.tmp";
+  WriteBytes(stale, "crashed writer");
+  fs::last_write_time(stale, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  WriteBytes(fresh, "in flight");
+  WriteBytes(t.path() + "/other.txt", std::string(5000, 'o'));  // not ours: never counted or removed
+  DiskCache c(t.path(), 1500);
+  c.Put("a", std::string(1000, 'a'));
+  EXPECT_TRUE(fs::exists(stale));  // under the cap: no scan for temporaries
+  c.Put("b", std::string(1000, 'b'));
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(fresh));
+  EXPECT_TRUE(fs::exists(t.path() + "/other.txt"));
+  EXPECT_EQ(c.ScanDirectory().entries, 1);
+}
+
+TEST(DiskCache, ConcurrentPutsUnderEvictionNeverTear) {
+  TempDir t;
+  constexpr int kThreads = 8, kRounds = 25;
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < kThreads; ++w)
+    threads.emplace_back([&, w] {
+      DiskCache c(t.path(), 60000);  // a few entries' worth: most puts evict
+      for (int i = 0; i < kRounds; ++i) {
+        const std::string k = fmt::format("k{}", (w * 7 + i) % 30);
+        c.Put(k, Blob(k));
+        for (int j = 0; j < 3; ++j) {
+          const std::string r = fmt::format("k{}", (w + i + j * 11) % 30);
+          std::optional<std::string> got = c.Get(r);
+          if (got && *got != Blob(r)) ++bad;
+        }
+      }
+      if (c.stats().corrupt != 0) bad += 1000;
+    });
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(bad, 0);
+  DiskCache c(t.path());
+  EXPECT_LE(c.ScanDirectory().bytes, 60000 + 20100);  // the cap, give or take an in-flight put
+  for (const std::string& name : DirNames(t.path())) EXPECT_EQ(name.find(".tmp-"), std::string::npos) << name;
 }
 
 TEST(DiskCache, UnwritableDirectoryWarnsOnceAndNeverThrows) {
