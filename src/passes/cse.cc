@@ -11,6 +11,7 @@
 //
 // Cost: one hash lookup per node (the hash covers op, operands, result types and, for
 // constants, the literal bytes), plus AttrsEqual against nodes in the same hash bucket.
+#include <functional>
 #include <string_view>
 #include <unordered_map>
 
@@ -33,11 +34,37 @@ bool Mergeable(const ir::Node& n) {
   }
 }
 
+// Ops whose two operands may be swapped: exact for integers and bool, and for floats up to the
+// payload of a NaN result when both operands are NaN (IEEE add and mul are commutative; the
+// max/min rule is symmetric, +0 > -0 included).
+bool Commutative(ir::OpKind op) {
+  switch (op) {
+    case ir::OpKind::kAdd:
+    case ir::OpKind::kMul:
+    case ir::OpKind::kMax:
+    case ir::OpKind::kMin:
+    case ir::OpKind::kAnd:
+    case ir::OpKind::kOr:
+    case ir::OpKind::kXor:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The operands in a canonical order: commutative operands sorted by address (the order only
+// matters for matching, never for the kept node).
+std::vector<const ir::Value*> KeyOperands(const ir::Node& n) {
+  std::vector<const ir::Value*> ops(n.operands().begin(), n.operands().end());
+  if (Commutative(n.op()) && std::less<const ir::Value*>()(ops[1], ops[0])) std::swap(ops[0], ops[1]);
+  return ops;
+}
+
 void Mix(size_t& h, size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); }
 
 size_t NodeHash(const ir::Node& n) {
   size_t h = static_cast<size_t>(n.op());
-  for (const ir::Value* v : n.operands()) Mix(h, std::hash<const void*>()(v));
+  for (const ir::Value* v : KeyOperands(n)) Mix(h, std::hash<const void*>()(v));
   for (size_t i = 0; i < n.num_results(); ++i) {
     const ir::TensorType& t = n.result(i)->type();
     Mix(h, static_cast<size_t>(t.dtype));
@@ -52,7 +79,7 @@ size_t NodeHash(const ir::Node& n) {
 }
 
 bool SameNode(const ir::Node& a, const ir::Node& b) {
-  if (a.op() != b.op() || a.operands() != b.operands() || a.num_results() != b.num_results())
+  if (a.op() != b.op() || a.num_results() != b.num_results() || KeyOperands(a) != KeyOperands(b))
     return false;
   for (size_t i = 0; i < a.num_results(); ++i) {
     if (a.result(i)->type() != b.result(i)->type()) return false;
