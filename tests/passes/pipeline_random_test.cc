@@ -23,6 +23,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/pass.h"
+#include "passes/pass_list.h"
 #include "testing/random_module.h"
 
 namespace axle {
@@ -204,6 +205,26 @@ TEST(PipelineRandom, SimplifyRulesOnAlgebraHeavyPrograms) {
   EXPECT_LT(nodes_after, nodes_before);  // every value is a result: only rewrites remove nodes
   std::fprintf(stderr, "algebra-heavy (all observed): %lld nodes -> %lld\n",
                static_cast<long long>(nodes_before), static_cast<long long>(nodes_after));
+}
+
+// The default pipeline reaches its fixed point: running it again changes nothing.
+TEST(PipelineRandom, DefaultPipelineIsIdempotent) {
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    std::unique_ptr<ir::Module> m = RandomModule(seed, OptionsFor(seed));
+    passes::RunPasses(*m, {"default"});
+    const std::string once = ir::PrintModule(*m);
+    EXPECT_FALSE(passes::RunDefaultPipeline(*m)) << "seed " << seed << "\n" << once;
+    EXPECT_EQ(ir::PrintModule(*m), once) << "seed " << seed;
+  }
+}
+
+// Every simplify rule is documented in docs/passes.md's rule table.
+TEST(Passes, EverySimplifyRuleIsDocumented) {
+  std::ifstream in(std::filesystem::path(AXLE_SOURCE_DIR) / "docs" / "passes.md");
+  std::stringstream doc;
+  doc << in.rdbuf();
+  for (std::string_view rule : passes::SimplifyRuleNames())
+    EXPECT_NE(doc.str().find("| " + std::string(rule) + " |"), std::string::npos) << rule;
 }
 
 TEST(Passes, ListPassesHasEveryPassWithASummary) {
