@@ -197,14 +197,20 @@ const std::vector<Rule>& Rules() {
       // convert(x) to x's own dtype -> x
       // convert(convert(x: A) -> B) -> A  ==> x, when A -> B is exact for every value of A
       // (f32 -> f64 -> f32 is x; f64 -> f32 -> f64 is not: the first step rounds)
+      // convert(convert(x: A) -> B) -> C  ==> convert(x) -> C, when A -> B is exact and A, B
+      // are of one kind (both floats, both integers) or A is bool: B then holds x's value and
+      // B -> C converts it as A -> C does. Not across kinds: i8 -1 -> f32 -> u8 saturates to 0,
+      // but i8 -1 -> u8 wraps to 255.
       {"convert-convert", OpKind::kConvert,
-       [](const Node& n, Emitter&) -> Value* {
+       [](const Node& n, Emitter& e) -> Value* {
          Value* x = n.operand(0);
          if (x->dtype() == n.result()->dtype()) return x;
          if (x->node()->op() != OpKind::kConvert) return nullptr;
          Value* y = x->node()->operand(0);
-         if (y->dtype() == n.result()->dtype() && ExactConversion(y->dtype(), x->dtype())) return y;
-         return nullptr;
+         if (!ExactConversion(y->dtype(), x->dtype())) return nullptr;
+         if (y->dtype() == n.result()->dtype()) return y;
+         if (y->dtype() != DType::kBool && IsFloat(y->dtype()) != IsFloat(x->dtype())) return nullptr;
+         return e.Emit(OpKind::kConvert, {y}, ir::NoAttrs{}, n.result()->type());
        }},
       // select(true, a, b) -> a;  select(false, a, b) -> b  (a splat constant predicate)
       {"select-constant", OpKind::kSelect,

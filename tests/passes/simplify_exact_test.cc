@@ -110,5 +110,24 @@ TEST(SimplifyExact, ConvertChainsOnSpecialValues) {
   EXPECT_GE(fired, 20);
 }
 
+TEST(SimplifyExact, ConvertTriplesOnSpecialValues) {
+  int fired = 0;
+  for (DType a : testing::AllDTypes())
+    for (DType b : testing::AllDTypes())
+      for (DType c : testing::AllDTypes()) {
+        const std::vector<double> xs = Specials(a);
+        const ir::Literal arg =
+            ir::Literal::FromDoubles(a, Shape({static_cast<int64_t>(xs.size())}), xs);
+        const auto ty = [&](DType t) { return fmt::format("{}[{}]", DTypeName(t), xs.size()); };
+        fired += CheckSimplify(
+            fmt::format("module @m {{\n  func @main {{\n    %x = parameter() {{index=0}} : {0}\n"
+                        "    %y = convert(%x) : {1}\n    %r = convert(%y) : {2}\n    return %r\n"
+                        "  }}\n}}\n",
+                        ty(a), ty(b), ty(c)),
+            arg);
+      }
+  EXPECT_GE(fired, 200);
+}
+
 }  // namespace
 }  // namespace axle
