@@ -1,4 +1,5 @@
-// The backend registry: "cpu" (cpu_executor.cc) and "interpreter" (the reference oracle).
+// The backend registry: "cpu" (cpu_executor.cc), "interpreter" (the reference oracle) and
+// "compiled" (compiled_backend.cc: fusion + generated C++).
 #include "runtime/backend.h"
 
 #include <fmt/format.h>
@@ -6,6 +7,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "runtime/compiled_backend.h"
 #include "runtime/cpu_executor.h"
 
 namespace axle::runtime {
@@ -15,7 +17,8 @@ struct Entry {
   std::string_view name;
   Backend& (*get)();
 };
-constexpr Entry kBackends[] = {{"cpu", CpuBackend}, {"interpreter", InterpreterBackend}};
+constexpr Entry kBackends[] = {
+    {"cpu", CpuBackend}, {"interpreter", InterpreterBackend}, {"compiled", CompiledBackend}};
 
 }  // namespace
 

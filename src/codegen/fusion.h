@@ -1,0 +1,45 @@
+// Loop fusion: partitions a function's nodes into kernels (docs/compiler.md).
+//
+// A fused kernel is a connected set of elementwise ops (f32/f64, with bool predicates), plus the
+// broadcast_in_dim and reshape nodes that feed them, all over one loop domain (the element count
+// of the group's results). Every node of a group is evaluated at the flat output index i of one
+// loop; reshape and count-preserving broadcasts are identities on i, a broadcast_in_dim of a
+// value from outside the group reads that value at an index computed from i. A producer joins its
+// consumers' group when all its users are in that group and it has the group's element count,
+// or when its other users all come after the group's last node (multi-output fusion: it is then
+// also written out); otherwise it is materialized by a group of its own. A broadcast of a scalar or of a constant is
+// duplicated into every consumer group (recomputed per element) and materialized only when a
+// non-fused node or the function's results need it.
+//
+// Every other node (dot_general, reduce, transpose, gather, ...; and elementwise ops on other
+// dtypes) is a kernel of its own that the runtime's per-node executor runs. Parameters and
+// constants are not kernels: they only bind buffers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/module.h"
+
+namespace axle::codegen {
+
+struct Kernel {
+  bool fused = false;                    // a generated loop; false: one node for the executor
+  std::vector<const ir::Node*> nodes;    // in the function's order
+  std::vector<const ir::Value*> inputs;  // values read from outside, first use order
+  std::vector<const ir::Value*> outputs; // values the kernel materializes
+  int64_t num_elements = 0;              // fused: the loop domain
+};
+
+// True for nodes a fused kernel can evaluate (op and dtypes).
+bool IsFusible(const ir::Node& n);
+
+// The kernels of `f` in a valid execution order (every input is a parameter, a constant or an
+// output of an earlier kernel).
+std::vector<Kernel> FuseFunction(const ir::Function& f);
+
+// "3 kernels: fused{add,exp,broadcast_in_dim}[1024], reduce, fused{...}" (tests, docs, debug).
+std::string DescribeKernels(const std::vector<Kernel>& kernels);
+
+}  // namespace axle::codegen

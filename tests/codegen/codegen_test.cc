@@ -1,0 +1,371 @@
+// The optimizing compiler's first slice: fusion structure, generated source, the "compiled"
+// backend against the interpreter (random programs bit for bit, an MLP training step), the disk
+// cache of compiled kernels and compiler failures.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "autodiff/vjp.h"
+#include "core/flags.h"
+#include "codegen/emit_cpp.h"
+#include "codegen/fusion.h"
+#include "codegen/jit.h"
+#include "ir/builder.h"
+#include "ir/printer.h"
+#include "passes/pass.h"
+#include "runtime/backend.h"
+#include "runtime/compiled_backend.h"
+#include "runtime/disk_cache.h"
+#include "../runtime/runtime_test_util.h"
+#include "testing/random_module.h"
+
+namespace axle {
+namespace {
+
+using ir::Builder;
+using ir::Literal;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::TensorType;
+using ir::Value;
+using runtime::BufferPtr;
+using runtime::testutil::Buffers;
+using runtime::testutil::RandomLiteral;
+
+TensorType F32(Shape s) { return TensorType(DType::kF32, std::move(s)); }
+
+// The process-wide "compiled" backend caches in DiskCache::Default(): point it at a temporary
+// directory (before anything reads the flag), removed at exit.
+class CacheDirEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    std::string t = std::filesystem::temp_directory_path().string() + "/axle-cg-cache-XXXXXX";
+    dir_ = mkdtemp(t.data());
+    flags::set_cache_dir(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+ private:
+  std::string dir_;
+};
+[[maybe_unused]] ::testing::Environment* const kCacheEnv =
+    ::testing::AddGlobalTestEnvironment(new CacheDirEnvironment);
+
+int CountFused(const std::vector<codegen::Kernel>& ks) {
+  int n = 0;
+  for (const auto& k : ks) n += k.fused;
+  return n;
+}
+
+// A scoped temporary directory.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string t = std::filesystem::temp_directory_path().string() + "/axle-cg-test-XXXXXX";
+    path = mkdtemp(t.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+// gelu (tanh approximation) of x: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Value* GeluTanh(Builder& b, Value* x) {
+  const Shape s = x->shape();
+  auto c = [&](double v) { return b.BroadcastInDim(b.Scalar(x->dtype(), v), s, {}); };
+  Value* x3 = b.Mul(b.Mul(x, x), x);
+  Value* inner = b.Mul(c(0.7978845608028654), b.Add(x, b.Mul(c(0.044715), x3)));
+  return b.Mul(b.Mul(c(0.5), x), b.Add(c(1.0), b.Unary(OpKind::kTanh, inner)));
+}
+
+// Layer norm over the last dim of x [rows, cols] with gain and bias [cols].
+void BuildLayerNorm(ir::Module& m, int64_t rows, int64_t cols) {
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, F32({rows, cols}), "x");
+  Value* g = b.Parameter(1, F32({cols}), "gain");
+  Value* beta = b.Parameter(2, F32({cols}), "bias");
+  const Shape s{rows, cols};
+  Value* n = b.Scalar(DType::kF32, static_cast<double>(cols));
+  Value* mean = b.Div(b.Reduce(x, ReduceKind::kSum, {1}), b.BroadcastInDim(n, Shape{rows}, {}));
+  Value* xc = b.Sub(x, b.BroadcastInDim(mean, s, {0}));
+  Value* var = b.Div(b.Reduce(b.Mul(xc, xc), ReduceKind::kSum, {1}), b.BroadcastInDim(n, Shape{rows}, {}));
+  Value* eps = b.BroadcastInDim(b.Scalar(DType::kF32, 1e-5), Shape{rows}, {});
+  Value* inv = b.Unary(OpKind::kRsqrt, b.Add(var, eps));
+  Value* y = b.Mul(xc, b.BroadcastInDim(inv, s, {0}));
+  y = b.Add(b.Mul(y, b.BroadcastInDim(g, s, {1})), b.BroadcastInDim(beta, s, {1}));
+  b.Return({y});
+}
+
+std::vector<codegen::Kernel> FuseOptimized(ir::Module& m) {
+  passes::RunDefaultPipeline(m);
+  return codegen::FuseFunction(*m.entry());
+}
+
+TEST(FusionTest, GeluTanhIsOneKernel) {
+  ir::Module m("gelu");
+  Builder b(m.AddFunction("main"));
+  b.Return({GeluTanh(b, b.Parameter(0, F32({8, 16}), "x"))});
+  auto ks = FuseOptimized(m);
+  EXPECT_EQ(ks.size(), 1u) << codegen::DescribeKernels(ks);
+  EXPECT_TRUE(ks[0].fused);
+  EXPECT_EQ(ks[0].num_elements, 128);
+  EXPECT_EQ(ks[0].outputs.size(), 1u);
+}
+
+TEST(FusionTest, LayerNormIsReducesPlusFusedElementwise) {
+  ir::Module m("layer_norm");
+  BuildLayerNorm(m, 4, 8);
+  auto ks = FuseOptimized(m);
+  int reduces = 0;
+  for (const auto& k : ks) reduces += !k.fused && k.nodes[0]->op() == OpKind::kReduce;
+  EXPECT_EQ(reduces, 2) << codegen::DescribeKernels(ks);
+  // Over the full [4, 8] domain: {sub, mul} (x - mean, feeding the variance's reduce and the
+  // output) and the normalize/scale/shift epilogue. Over [4]: the mean and the rsqrt.
+  int full = 0, rows = 0;
+  for (const auto& k : ks) {
+    if (!k.fused) continue;
+    full += k.num_elements == 32;
+    rows += k.num_elements == 4;
+  }
+  EXPECT_EQ(full, 2) << codegen::DescribeKernels(ks);
+  EXPECT_EQ(rows, 2) << codegen::DescribeKernels(ks);
+  EXPECT_EQ(ks.size(), 6u) << codegen::DescribeKernels(ks);
+}
+
+TEST(FusionTest, MlpIsDotsPlusFusedEpilogues) {
+  ir::Module m("mlp");
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, F32({4, 8}), "x");
+  Value* w1 = b.Parameter(1, F32({8, 16}), "w1");
+  Value* b1 = b.Parameter(2, F32({16}), "b1");
+  Value* w2 = b.Parameter(3, F32({16, 2}), "w2");
+  Value* h = b.Unary(OpKind::kTanh, b.Add(b.MatMul(x, w1), b.BroadcastInDim(b1, Shape{4, 16}, {1})));
+  b.Return({b.Unary(OpKind::kExp, b.MatMul(h, w2))});
+  auto ks = FuseOptimized(m);
+  // dot, fused{broadcast, add, tanh}, dot, fused{exp}.
+  ASSERT_EQ(ks.size(), 4u) << codegen::DescribeKernels(ks);
+  EXPECT_FALSE(ks[0].fused);
+  EXPECT_TRUE(ks[1].fused);
+  EXPECT_EQ(ks[1].nodes.size(), 3u) << codegen::DescribeKernels(ks);
+  EXPECT_FALSE(ks[2].fused);
+  EXPECT_TRUE(ks[3].fused);
+}
+
+TEST(FusionTest, SharedProducerIsMaterialized) {
+  ir::Module m("shared");
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, F32({16}), "x");
+  Value* e = b.Unary(OpKind::kExp, x);
+  Value* s = b.Reduce(e, ReduceKind::kSum, {0});
+  b.Return({b.Unary(OpKind::kLog, e), s});
+  auto ks = FuseOptimized(m);
+  // exp is used by a fused log and by reduce: materialized by its own kernel.
+  ASSERT_EQ(ks.size(), 3u) << codegen::DescribeKernels(ks);
+  EXPECT_TRUE(ks[0].fused);
+  EXPECT_EQ(ks[0].nodes.size(), 1u);
+}
+
+TEST(EmitTest, OneLoopPerFusedKernel) {
+  ir::Module m("layer_norm");
+  BuildLayerNorm(m, 4, 8);
+  auto ks = FuseOptimized(m);
+  codegen::EmittedModule em = codegen::EmitCpp(ks);
+  size_t loops = 0;
+  for (size_t p = em.source.find("for (int64_t i = begin"); p != std::string::npos;
+       p = em.source.find("for (int64_t i = begin", p + 1))
+    ++loops;
+  EXPECT_EQ(loops, static_cast<size_t>(CountFused(ks))) << em.source;
+  EXPECT_EQ(em.source.find("#include <vector>"), std::string::npos);
+  EXPECT_NE(em.source.find("#include <cmath>"), std::string::npos);
+  EXPECT_NE(em.source.find("extern \"C\" void k"), std::string::npos);
+  if (std::getenv("AXLE_PRINT_EXAMPLE")) {
+    std::printf("%s\n%s\n%s\n", ir::PrintModule(m).c_str(), codegen::DescribeKernels(ks).c_str(),
+                em.source.c_str());
+  }
+}
+
+// ----- differential tests ----------------------------------------------------------------------
+
+void ExpectSame(const ir::Module& m, const std::vector<Literal>& args, const std::string& what) {
+  std::vector<BufferPtr> want;
+  bool interp_failed = false;
+  try {
+    want = runtime::GetBackend("interpreter").Compile(m)->Execute(Buffers(args));
+  } catch (const Error&) {
+    interp_failed = true;
+  }
+  if (interp_failed) {
+    EXPECT_THROW(runtime::GetBackend("compiled").Compile(m)->Execute(Buffers(args)), Error) << what;
+    return;
+  }
+  std::vector<BufferPtr> got = runtime::GetBackend("compiled").Compile(m)->Execute(Buffers(args));
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_TRUE(runtime::testutil::SameBits(*want[i], *got[i]))
+        << what << " result " << i << "\nwant " << want[i]->ToString(64) << "\ngot  "
+        << got[i]->ToString(64) << "\n" << ir::PrintModule(m);
+}
+
+TEST(CompiledBackendTest, GeluAndLayerNormBitwiseEqual) {
+  {
+    ir::Module m("gelu");
+    Builder b(m.AddFunction("main"));
+    b.Return({GeluTanh(b, b.Parameter(0, F32({300, 200}), "x"))});  // threaded: 60000 elements
+    ExpectSame(m, {RandomLiteral(DType::kF32, {300, 200}, 1)}, "gelu");
+  }
+  {
+    ir::Module m("layer_norm");
+    BuildLayerNorm(m, 16, 32);
+    ExpectSame(m, {RandomLiteral(DType::kF32, {16, 32}, 2), RandomLiteral(DType::kF32, {32}, 3),
+                   RandomLiteral(DType::kF32, {32}, 4)}, "layer_norm");
+  }
+}
+
+uint64_t Seeds(uint64_t n) {
+  const char* env = std::getenv("AXLE_RANDOM_SEEDS");
+  return env ? std::strtoull(env, nullptr, 10) : n;
+}
+
+TEST(CompiledBackendTest, RandomElementwiseProgramsBitwiseEqual) {
+  testing::RegisterTestCustomCalls();
+  testing::RandomModuleOptions opts;
+  opts.dtypes = {DType::kF32, DType::kF64};
+  opts.num_nodes = 10;
+  opts.max_functions = 1;
+  opts.ops = {OpKind::kNeg, OpKind::kAbs, OpKind::kExp, OpKind::kLog, OpKind::kLog1p,
+              OpKind::kTanh, OpKind::kLogistic, OpKind::kSqrt, OpKind::kRsqrt, OpKind::kSin,
+              OpKind::kCos, OpKind::kErf, OpKind::kFloor, OpKind::kCeil, OpKind::kSign,
+              OpKind::kIsFinite, OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv,
+              OpKind::kRem, OpKind::kPow, OpKind::kMax, OpKind::kMin, OpKind::kAtan2,
+              OpKind::kCompare, OpKind::kSelect, OpKind::kClamp, OpKind::kConvert,
+              OpKind::kBroadcastInDim, OpKind::kReshape, OpKind::kReduce, OpKind::kTranspose,
+              OpKind::kNot, OpKind::kAnd, OpKind::kOr, OpKind::kXor, OpKind::kSlice};
+  int compared = 0, fused_programs = 0;
+  const auto stats0 = codegen::GetJitStats();
+  for (uint64_t seed = 0; seed < Seeds(400); ++seed) {
+    std::unique_ptr<ir::Module> m = testing::RandomModule(seed, opts);
+    std::vector<Literal> args = testing::RandomArguments(*m->entry(), seed);
+    ExpectSame(*m, args, "seed " + std::to_string(seed));
+    if (HasFatalFailure()) return;
+    auto copy = m->Clone();
+    fused_programs += CountFused(FuseOptimized(*copy)) > 0;
+    ++compared;
+  }
+  const auto stats1 = codegen::GetJitStats();
+  std::printf("[stats] %d programs, %d with fused kernels, %lld compiles, %lld disk hits\n", compared,
+              fused_programs, static_cast<long long>(stats1.compiles - stats0.compiles),
+              static_cast<long long>(stats1.disk_hits - stats0.disk_hits));
+  EXPECT_GE(compared, 400);
+  EXPECT_GE(fused_programs, 200);  // the rest fold to constants or have no float elementwise op
+}
+
+TEST(CompiledBackendTest, MlpTrainingStepMatchesTheInterpreter) {
+  const int64_t B = 32, I = 64, H = 128, O = 16;
+  ir::Module m("mlp");
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, F32({B, I}), "x");
+  Value* w1 = b.Parameter(1, F32({I, H}), "w1");
+  Value* b1 = b.Parameter(2, F32({H}), "b1");
+  Value* w2 = b.Parameter(3, F32({H, O}), "w2");
+  Value* b2 = b.Parameter(4, F32({O}), "b2");
+  Value* target = b.Parameter(5, F32({B, O}), "target");
+  Value* h = b.Unary(OpKind::kTanh, b.Add(b.MatMul(x, w1), b.BroadcastInDim(b1, Shape{B, H}, {1})));
+  Value* out = b.Add(b.MatMul(h, w2), b.BroadcastInDim(b2, Shape{B, O}, {1}));
+  Value* d = b.Sub(out, target);
+  Value* loss = b.Div(b.Reduce(b.Mul(d, d), ReduceKind::kSum, {0, 1}), b.Scalar(DType::kF32, B));
+  b.Return({loss});
+  std::unique_ptr<ir::Module> g = autodiff::GradModule(m, 0, {1, 2, 3, 4});
+  std::vector<Literal> args = {RandomLiteral(DType::kF32, {B, I}, 11), RandomLiteral(DType::kF32, {I, H}, 12),
+                               RandomLiteral(DType::kF32, {H}, 13), RandomLiteral(DType::kF32, {H, O}, 14),
+                               RandomLiteral(DType::kF32, {O}, 15), RandomLiteral(DType::kF32, {B, O}, 16)};
+  std::vector<BufferPtr> want = runtime::testutil::Run("interpreter", *g, args);
+  auto exe = runtime::GetBackend("compiled").Compile(*g);
+  std::vector<BufferPtr> got = exe->Execute(Buffers(args));
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    double scale = 0;
+    for (int64_t k = 0; k < want[i]->NumElements(); ++k) scale = std::max(scale, std::fabs(want[i]->GetDouble(k)));
+    std::string where;
+    EXPECT_TRUE(runtime::testutil::Near(*want[i], *got[i], 1e-5, scale, &where)) << "result " << i << ": " << where;
+  }
+  auto copy = g->Clone();
+  auto ks = FuseOptimized(*copy);
+  std::printf("[mlp step] %d nodes -> %s\n", static_cast<int>(copy->entry()->nodes().size()),
+              codegen::DescribeKernels(ks).c_str());
+  EXPECT_LT(exe->last_stats().kernels_run, static_cast<int64_t>(copy->entry()->nodes().size()));
+}
+
+// ----- compile, cache, failures --------------------------------------------------------------
+
+TEST(JitTest, SecondCompileInAFreshBackendHitsTheDiskCache) {
+  TempDir dir;
+  ir::Module m("cache_me");
+  Builder b(m.AddFunction("main"));
+  b.Return({GeluTanh(b, b.Parameter(0, F32({64}), "x"))});
+  std::vector<Literal> args = {RandomLiteral(DType::kF32, {64}, 5)};
+  using Clock = std::chrono::steady_clock;
+  double cold = 0, warm = 0;
+  {
+    runtime::DiskCache cache(dir.path);
+    auto backend = runtime::NewCompiledBackend(&cache);
+    const auto s0 = codegen::GetJitStats();
+    auto t0 = Clock::now();
+    auto exe = backend->Compile(m);
+    cold = std::chrono::duration<double>(Clock::now() - t0).count();
+    const auto s1 = codegen::GetJitStats();
+    EXPECT_EQ(s1.compiles - s0.compiles, 1);
+    EXPECT_EQ(s1.disk_hits - s0.disk_hits, 0);
+    EXPECT_EQ(cache.stats().puts, 1);
+    std::vector<BufferPtr> want = runtime::testutil::Run("interpreter", m, args);
+    EXPECT_TRUE(runtime::testutil::SameBits(*want[0], *exe->Execute(Buffers(args))[0]));
+  }
+  {
+    runtime::DiskCache cache(dir.path);
+    auto backend = runtime::NewCompiledBackend(&cache);
+    const auto s0 = codegen::GetJitStats();
+    auto t0 = Clock::now();
+    std::unique_ptr<runtime::Executable> exe;
+    exe = backend->Compile(m);
+    warm = std::chrono::duration<double>(Clock::now() - t0).count();
+    const auto s1 = codegen::GetJitStats();
+    EXPECT_EQ(s1.compiles - s0.compiles, 0);
+    EXPECT_EQ(s1.disk_hits - s0.disk_hits, 1);
+    EXPECT_EQ(cache.stats().hits, 1);
+    std::vector<BufferPtr> want = runtime::testutil::Run("interpreter", m, args);
+    std::vector<BufferPtr> got = exe->Execute(Buffers(args));
+    EXPECT_TRUE(runtime::testutil::SameBits(*want[0], *got[0]));
+  }
+  std::printf("[compile time] gelu module: cold %.3f s, disk hit %.4f s\n", cold, warm);
+}
+
+TEST(JitTest, CompilerFailureIsAClearError) {
+  const std::string bad = "extern \"C\" void k0() { this is not C++; }\n";
+  try {
+    codegen::CompileAndLoad(bad, nullptr);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("C++ compiler"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("error"), std::string::npos) << msg;  // the compiler's own diagnostic
+    EXPECT_NE(msg.find("this"), std::string::npos) << msg;
+  }
+  codegen::SetJitCompilerForTesting("/nonexistent/axle-test-cxx");
+  try {
+    ir::Module m("gelu");
+    Builder b(m.AddFunction("main"));
+    b.Return({GeluTanh(b, b.Parameter(0, F32({8}), "x"))});
+    runtime::NewCompiledBackend(nullptr)->Compile(m);
+    codegen::SetJitCompilerForTesting("");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    codegen::SetJitCompilerForTesting("");
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/axle-test-cxx"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace axle
