@@ -29,7 +29,7 @@ using testutil::RandomLiteral;
 TensorType F32(Shape s) { return TensorType(DType::kF32, std::move(s)); }
 
 TEST(BackendRegistryTest, NamesAndUnknown) {
-  EXPECT_EQ(BackendNames(), (std::vector<std::string>{"cpu", "interpreter"}));
+  EXPECT_EQ(BackendNames(), (std::vector<std::string>{"compiled", "cpu", "interpreter"}));
   EXPECT_EQ(GetBackend("cpu").name(), "cpu");
   EXPECT_EQ(GetBackend("interpreter").name(), "interpreter");
   EXPECT_EQ(&GetBackend("cpu"), &GetBackend("cpu"));
