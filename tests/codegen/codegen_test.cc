@@ -263,6 +263,21 @@ TEST(CompiledBackendTest, RandomElementwiseProgramsBitwiseEqual) {
   EXPECT_GE(fused_programs, 200);  // the rest fold to constants or have no float elementwise op
 }
 
+// Every op and dtype: non-fused nodes run on the cpu executor's kernels (or the interpreter's).
+TEST(CompiledBackendTest, RandomProgramsAllOpsBitwiseEqual) {
+  testing::RegisterTestCustomCalls();
+  testing::RandomModuleOptions opts;
+  int compared = 0;
+  for (uint64_t seed = 1000; seed < 1000 + Seeds(200); ++seed) {
+    std::unique_ptr<ir::Module> m = testing::RandomModule(seed, opts);
+    std::vector<Literal> args = testing::RandomArguments(*m->entry(), seed);
+    ExpectSame(*m, args, "seed " + std::to_string(seed));
+    if (HasFatalFailure()) return;
+    ++compared;
+  }
+  EXPECT_GE(compared, 200);
+}
+
 TEST(CompiledBackendTest, MlpTrainingStepMatchesTheInterpreter) {
   const int64_t B = 32, I = 64, H = 128, O = 16;
   ir::Module m("mlp");
