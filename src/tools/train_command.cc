@@ -44,7 +44,7 @@ void AddTrainCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunn
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--save", o->save, "Save the trained weights to FILE.safetensors");
   sub->add_option("--backend", o->backend, "Executor")
-      ->check(CLI::IsMember({"cpu", "interpreter"}));
+      ->check(CLI::IsMember({"cpu", "compiled", "interpreter"}));
   sub->add_flag("!--no-progress", o->progress, "No progress bar");
   commands.emplace_back(sub, [o, config] {
     o->config_given = config->count() > 0;
