@@ -1,37 +1,21 @@
 // End-to-end tests of the `axle` binary: exit codes, messages, and `axle run` against NumPy.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "ir/npy.h"
+#include "run_axle.h"
 
 namespace axle {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct RunResult {
-  int status = -1;       // exit code; -1 when killed by a signal
-  std::string output;    // stdout and stderr together
-};
-
-RunResult RunAxle(const std::string& args) {
-  std::string cmd = std::string(AXLE_BINARY) + " " + args + " 2>&1";
-  RunResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using testing::RunAxle;
+using testing::RunResult;
 
 std::string Src(const std::string& rel) { return std::string(AXLE_SOURCE_DIR) + "/" + rel; }
 

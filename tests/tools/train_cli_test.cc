@@ -1,9 +1,7 @@
 // `axle train` end to end: defaults train, and bad input exits 1 with a clear message.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +9,7 @@
 
 #include "axle/nn.h"
 #include "train/data.h"
+#include "run_axle.h"
 
 namespace axle {
 namespace {
@@ -18,23 +17,8 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-struct RunResult {
-  int status = -1;     // exit code; -1 when killed by a signal
-  std::string output;  // stdout and stderr together
-};
-
-RunResult RunAxle(const std::string& args) {
-  std::string cmd = std::string(AXLE_BINARY) + " " + args + " 2>&1";
-  RunResult r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using testing::RunAxle;
+using testing::RunResult;
 
 class TrainCliTest : public ::testing::Test {
  protected:

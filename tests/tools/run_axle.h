@@ -1,0 +1,29 @@
+// Runs the built `axle` binary (AXLE_BINARY) for end-to-end tests of the CLI.
+#pragma once
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace axle::testing {
+
+struct RunResult {
+  int status = -1;     // exit code; -1 when killed by a signal
+  std::string output;  // stdout and stderr together
+};
+
+inline RunResult RunAxle(const std::string& args) {
+  const std::string cmd = std::string(AXLE_BINARY) + " " + args + " 2>&1";
+  RunResult r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+}  // namespace axle::testing
