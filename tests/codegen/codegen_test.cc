@@ -24,6 +24,7 @@
 #include "runtime/disk_cache.h"
 #include "../runtime/runtime_test_util.h"
 #include "testing/random_module.h"
+#include "testing/models.h"
 
 namespace axle {
 namespace {
@@ -280,19 +281,8 @@ TEST(CompiledBackendTest, RandomProgramsAllOpsBitwiseEqual) {
 
 TEST(CompiledBackendTest, MlpTrainingStepMatchesTheInterpreter) {
   const int64_t B = 32, I = 64, H = 128, O = 16;
-  ir::Module m("mlp");
-  Builder b(m.AddFunction("main"));
-  Value* x = b.Parameter(0, F32({B, I}), "x");
-  Value* w1 = b.Parameter(1, F32({I, H}), "w1");
-  Value* b1 = b.Parameter(2, F32({H}), "b1");
-  Value* w2 = b.Parameter(3, F32({H, O}), "w2");
-  Value* b2 = b.Parameter(4, F32({O}), "b2");
-  Value* target = b.Parameter(5, F32({B, O}), "target");
-  Value* h = b.Unary(OpKind::kTanh, b.Add(b.MatMul(x, w1), b.BroadcastInDim(b1, Shape{B, H}, {1})));
-  Value* out = b.Add(b.MatMul(h, w2), b.BroadcastInDim(b2, Shape{B, O}, {1}));
-  Value* d = b.Sub(out, target);
-  Value* loss = b.Div(b.Reduce(b.Mul(d, d), ReduceKind::kSum, {0, 1}), b.Scalar(DType::kF32, B));
-  b.Return({loss});
+  std::unique_ptr<ir::Module> mlp = testing::MlpLossModule(B, I, H, O);
+  const ir::Module& m = *mlp;
   std::unique_ptr<ir::Module> g = autodiff::GradModule(m, 0, {1, 2, 3, 4});
   std::vector<Literal> args = {RandomLiteral(DType::kF32, {B, I}, 11), RandomLiteral(DType::kF32, {I, H}, 12),
                                RandomLiteral(DType::kF32, {H}, 13), RandomLiteral(DType::kF32, {H, O}, 14),
