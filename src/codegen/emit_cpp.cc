@@ -199,7 +199,8 @@ void EmitKernel(const Kernel& k, const std::string& name, std::string& s) {
 
 }  // namespace
 
-EmittedModule EmitCpp(const std::vector<Kernel>& kernels) {
+EmittedModule EmitCpp(const std::vector<Kernel>& kernels, const EmitOptions& options) {
+  (void)options;
   EmittedModule m;
   m.source = kPrelude;
   for (size_t i = 0; i < kernels.size(); ++i) {

@@ -24,7 +24,13 @@ struct EmittedModule {
   std::vector<std::string> symbols;  // per kernel: its function name, "" for non-fused kernels
 };
 
+struct EmitOptions {
+  // true: transcendental functions are the C library's (bitwise equal to the interpreter);
+  // false: vectorisable approximations (TODO: not implemented yet; both emit the same code).
+  bool exact_math = true;
+};
+
 // One translation unit holding every fused kernel of `kernels`; kernel i is named "k<i>".
-EmittedModule EmitCpp(const std::vector<Kernel>& kernels);
+EmittedModule EmitCpp(const std::vector<Kernel>& kernels, const EmitOptions& options = {});
 
 }  // namespace axle::codegen

@@ -29,7 +29,11 @@ std::string DefaultCacheDir();
   X(std::string, cache_dir, DefaultCacheDir(),                                               \
     "Directory of the on-disk cache ($XDG_CACHE_HOME/axle, else ~/.cache/axle).")            \
   X(int64_t, cache_max_bytes, int64_t{2} << 30,                                              \
-    "Size cap of the on-disk cache; least recently used entries are evicted past it.")
+    "Size cap of the on-disk cache; least recently used entries are evicted past it.")      \
+  X(bool, fast_math, true,                                                                   \
+    "Generated kernels use vectorisable exp/log/tanh/erf (accuracy in docs/compiler.md); 0 = the C library's, bitwise equal to the interpreter.") \
+  X(bool, profile, false,                                                                    \
+    "Time every kernel the cpu and compiled backends run; print the top kernels at exit.")
 
 #define AXLE_FLAG_DECLARE(type, name, def, help) \
   type name();                                   \

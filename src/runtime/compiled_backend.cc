@@ -14,14 +14,17 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <unordered_map>
 
 #include "codegen/emit_cpp.h"
+#include "core/flags.h"
 #include "codegen/fusion.h"
 #include "codegen/jit.h"
 #include "ir/interpreter.h"
 #include "passes/pass.h"
 #include "runtime/cpu_kernels.h"
+#include "runtime/profile.h"
 #include "runtime/thread_pool.h"
 
 namespace axle::runtime {
@@ -41,6 +44,7 @@ struct Step {
   int64_t elements = 0;
   cpu::KernelChoice choice;
   std::vector<int> inputs, outputs, release;
+  std::string label;  // AXLE_PROFILE only
 };
 
 class CompiledExecutable final : public Executable {
@@ -98,7 +102,7 @@ void CompiledExecutable::Plan(DiskCache* cache) {
                               std::make_shared<Literal>(n->attrs_as<ir::ConstantAttrs>().value));
   }
   std::vector<codegen::Kernel> kernels = codegen::FuseFunction(*f_);
-  codegen::EmittedModule em = codegen::EmitCpp(kernels);
+  codegen::EmittedModule em = codegen::EmitCpp(kernels, {.exact_math = !flags::fast_math()});
   const bool any_fused = std::any_of(kernels.begin(), kernels.end(), [](const auto& k) { return k.fused; });
   if (any_fused) {
     codegen::BlobCache bc;
@@ -133,6 +137,16 @@ void CompiledExecutable::Plan(DiskCache* cache) {
           Fail("@{}: no cpu or interpreter kernel for op {}", f_->name(), st.node->name());
       }
     }
+    if (profile::Enabled()) {
+      if (kern.fused) {
+        std::vector<std::string> names;
+        for (const Node* n : kern.nodes) names.emplace_back(n->name());
+        st.label = fmt::format("fused{{{}}}[{}] {}", fmt::join(names, ","), kern.num_elements,
+                               DTypeName(kern.outputs[0]->dtype()));
+      } else {
+        st.label = profile::NodeLabel(*st.node);
+      }
+    }
     steps_.push_back(std::move(st));
   }
   for (const Value* v : f_->results()) result_slots_.push_back(slot_of(v));
@@ -162,7 +176,9 @@ std::vector<BufferPtr> CompiledExecutable::Execute(std::vector<BufferPtr> args) 
   std::vector<const void*> in;
   std::vector<void*> out;
   std::vector<const Literal*> ops;
+  const bool profiling = profile::Enabled();
   for (const Step& st : steps_) {
+    const auto t0 = profiling ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     switch (st.kind) {
       case Step::kForward:
         for (size_t j = 0; j < st.outputs.size(); ++j)
@@ -218,6 +234,12 @@ std::vector<BufferPtr> CompiledExecutable::Execute(std::vector<BufferPtr> args) 
         }
         break;
       }
+    }
+    if (profiling && st.kind != Step::kForward) {
+      int64_t bytes = 0;
+      for (int s : st.inputs) bytes += slots[static_cast<size_t>(s)]->type().ByteSize();
+      for (int s : st.outputs) bytes += slots[static_cast<size_t>(s)]->type().ByteSize();
+      profile::Record(st.label, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), bytes);
     }
     stats_.peak_bytes = std::max(stats_.peak_bytes, live);
     for (int s : st.release) {

@@ -36,10 +36,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <unordered_map>
 
 #include "ir/interpreter.h"
 #include "runtime/cpu_kernels.h"
+#include "runtime/profile.h"
 
 namespace axle::runtime {
 namespace {
@@ -66,6 +68,7 @@ struct Step {
   std::vector<int> release;   // slots whose last use is this step (deduplicated)
   int64_t param_index = 0;
   std::shared_ptr<const Literal> constant;
+  std::string label;  // AXLE_PROFILE only
 };
 
 struct SlotState {
@@ -159,6 +162,7 @@ void CpuExecutable::Plan() {
         if (n.num_results() == 1) st.kernel = cpu::SelectKernel(n);
         if (!st.kernel.fn && !ir::HasInterpreterKernel(n.op()))
           Fail("@{}: {}: no cpu or interpreter kernel for op {}", f_->name(), DescribeNode(n, pos), n.name());
+        if (profile::Enabled()) st.label = profile::NodeLabel(n);
         break;
     }
     steps_.push_back(std::move(st));
@@ -253,6 +257,7 @@ std::vector<BufferPtr> CpuExecutable::Execute(std::vector<BufferPtr> args) {
       case Step::kKernel: {
         ++stats_.kernels_run;
         bool done = false;
+        const auto t0 = st.label.empty() ? std::chrono::steady_clock::time_point{} : std::chrono::steady_clock::now();
         try {
           if (st.kernel.fn) {  // single-result nodes only
             const ir::TensorType& rtype = n.result()->type();
@@ -299,6 +304,12 @@ std::vector<BufferPtr> CpuExecutable::Execute(std::vector<BufferPtr> args) {
           }
         } catch (const Error& e) {
           throw Error(n.loc(), fmt::format("@{}: {}: {}", f_->name(), DescribeNode(n, st.pos), e.message()));
+        }
+        if (!st.label.empty()) {
+          int64_t bytes = 0;
+          for (int s : st.operands) bytes += slot_bytes_[static_cast<size_t>(s)];
+          for (int s : st.results) bytes += slot_bytes_[static_cast<size_t>(s)];
+          profile::Record(st.label, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), bytes);
         }
         for (int s : st.results) {
           slots[static_cast<size_t>(s)].counted = true;
