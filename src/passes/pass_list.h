@@ -15,6 +15,7 @@ std::unique_ptr<Pass> MakeDcePass();
 std::unique_ptr<Pass> MakeCsePass();
 std::unique_ptr<Pass> MakeSimplifyPass();
 std::unique_ptr<Pass> MakeFoldPass();
+std::unique_ptr<Pass> MakeDotTransposeFoldPass();
 std::unique_ptr<Pass> MakeDefaultPipelinePass();
 
 // The names of simplify's rewrite rules, in table order.

@@ -24,6 +24,7 @@ const std::vector<Factory>& Factories() {
       MakeCsePass,
       MakeSimplifyPass,
       MakeFoldPass,
+      MakeDotTransposeFoldPass,
       MakeDefaultPipelinePass,
   };
   return factories;

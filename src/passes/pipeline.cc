@@ -8,6 +8,8 @@ namespace axle::passes {
 std::vector<std::string> DefaultPipeline() {
   return {
       "simplify",  // algebra first: exposes constants (select of a constant) and dead operands
+      "dot-transpose-fold",  // dot_general reads transposed operands in place (after simplify
+                             // has composed transpose chains); the transposes go in dce
       "fold",      // constants whose operands became constants
       "cse",       // merges what simplify and fold made equal (equal constants too)
       "dce",       // removes everything the three above left unused
@@ -33,7 +35,7 @@ class DefaultPipelinePass : public Pass {
  public:
   std::string_view name() const override { return "default"; }
   std::string_view summary() const override {
-    return "The default pipeline: simplify, fold, cse, dce, repeated until nothing changes (<= 8 rounds).";
+    return "The default pipeline: simplify, dot-transpose-fold, fold, cse, dce, repeated until nothing changes (<= 8 rounds).";
   }
   bool Run(ir::Module& module) override { return RunDefaultPipeline(module); }
 };
