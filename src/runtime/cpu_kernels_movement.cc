@@ -6,6 +6,9 @@
 // scatter_add move contiguous rows.
 #include <algorithm>
 #include <cstring>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "runtime/cpu_kernels.h"
 #include "runtime/thread_pool.h"
@@ -113,6 +116,52 @@ bool BroadcastInDimKernel(const Node& node, Operands ops, Literal& out) {
 // element bits: bitwise identical to StridedCopy.
 constexpr int64_t kTile = 32;
 
+// One tile: q[i * ob + j] = s[j * sa + i] for i < nb, j < na. Reads: each j is a contiguous run
+// over i; writes: each i a contiguous run over j. Full 4- and 8-byte tiles move 4x4 / 2x2 blocks
+// through SSE2 registers with integer unpacks (bit moves only, NaN payloads untouched).
+template <typename W>
+void TileCopy(const W* s, int64_t sa, W* q, int64_t ob, int64_t nb, int64_t na) {
+#if defined(__SSE2__)
+  if constexpr (sizeof(W) == 4) {
+    if (nb == kTile && na == kTile) {
+      for (int64_t i = 0; i < kTile; i += 4)
+        for (int64_t j = 0; j < kTile; j += 4) {
+          auto ld = [&](int64_t r) {
+            return _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + (j + r) * sa + i));
+          };
+          const __m128i r0 = ld(0), r1 = ld(1), r2 = ld(2), r3 = ld(3);
+          const __m128i t0 = _mm_unpacklo_epi32(r0, r1), t1 = _mm_unpacklo_epi32(r2, r3);
+          const __m128i t2 = _mm_unpackhi_epi32(r0, r1), t3 = _mm_unpackhi_epi32(r2, r3);
+          auto st = [&](int64_t c, __m128i v) {
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(q + (i + c) * ob + j), v);
+          };
+          st(0, _mm_unpacklo_epi64(t0, t1));
+          st(1, _mm_unpackhi_epi64(t0, t1));
+          st(2, _mm_unpacklo_epi64(t2, t3));
+          st(3, _mm_unpackhi_epi64(t2, t3));
+        }
+      return;
+    }
+  } else if constexpr (sizeof(W) == 8) {
+    if (nb == kTile && na == kTile) {
+      for (int64_t i = 0; i < kTile; i += 2)
+        for (int64_t j = 0; j < kTile; j += 2) {
+          const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + j * sa + i));
+          const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + (j + 1) * sa + i));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i * ob + j), _mm_unpacklo_epi64(r0, r1));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(q + (i + 1) * ob + j), _mm_unpackhi_epi64(r0, r1));
+        }
+      return;
+    }
+  }
+#endif
+  for (int64_t i = 0; i < nb; ++i) {
+    const W* si = s + i;
+    W* qi = q + i * ob;
+    for (int64_t j = 0; j < na; ++j) qi[j] = si[j * sa];
+  }
+}
+
 template <typename W>
 void BlockedTranspose(const W* src, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
                       size_t a, size_t b, W* dst) {
@@ -142,14 +191,7 @@ void BlockedTranspose(const W* src, const std::vector<int64_t>& dims, const std:
         o += i * ostrides[d];
       }
       const int64_t b1 = std::min(nb, b0 + kTile), a1 = std::min(na, a0 + kTile);
-      const W* s = src + in + a0 * sa;
-      W* q = dst + o + a0;
-      // Reads: each j is a contiguous run over i; writes: each i a contiguous run over j.
-      for (int64_t i = b0; i < b1; ++i) {
-        const W* si = s + i;
-        W* qi = q + i * ob;
-        for (int64_t j = 0; j < a1 - a0; ++j) qi[j] = si[j * sa];
-      }
+      TileCopy(src + in + a0 * sa + b0, sa, dst + o + b0 * ob + a0, ob, b1 - b0, a1 - a0);
     }
   });
 }
