@@ -14,9 +14,10 @@ namespace axle {
 
 struct Metrics {
   int64_t syncs = 0;             // sync() calls that launched a step
-  int64_t compiles = 0;          // cache misses (graphs compiled)
-  int64_t cache_hits = 0;
-  double compile_s = 0;          // total seconds spent compiling (tracing excluded)
+  int64_t compiles = 0;          // graphs compiled (missed the in-memory and the on-disk cache)
+  int64_t disk_hits = 0;         // graphs whose compiled code came from the on-disk cache
+  int64_t cache_hits = 0;        // graphs found in the in-memory executable cache
+  double compile_s = 0;          // total seconds getting executables (compiles + disk loads; tracing excluded)
   double execute_s = 0;          // total seconds of step execution (on the execution thread)
   double trace_cut_s = 0;        // total seconds cutting and hashing graphs
   int64_t to_device = 0;         // host -> device transfers and their bytes

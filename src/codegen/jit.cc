@@ -132,7 +132,7 @@ void SetJitCompilerForTesting(std::string path) {
 }
 
 std::vector<std::string> JitFlags() {
-  return {"-O3", "-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-std=c++17"};
+  return {"-O3", "-march=native", "-fPIC", "-shared", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math", "-std=c++17"};
 }
 
 std::string JitCacheKey(const std::string& source) {
@@ -141,7 +141,8 @@ std::string JitCacheKey(const std::string& source) {
   return fmt::format("jit{:016x}{:016x}", Fnv(all), Fnv(all, 0x84222325cbf29ce4ull));
 }
 
-std::shared_ptr<JitLibrary> CompileAndLoad(const std::string& source, const BlobCache* cache) {
+std::shared_ptr<JitLibrary> CompileAndLoad(const std::string& source, const BlobCache* cache, bool* disk_hit) {
+  if (disk_hit) *disk_hit = false;
   const std::string key = JitCacheKey(source);
   TempDir dir;
   const std::string so = dir.path + "/kernels.so";
@@ -151,6 +152,7 @@ std::shared_ptr<JitLibrary> CompileAndLoad(const std::string& source, const Blob
       auto lib = Load(so);
       std::lock_guard<std::mutex> l(mu);
       ++stats.disk_hits;
+      if (disk_hit) *disk_hit = true;
       return lib;
     }
   }

@@ -58,6 +58,8 @@ std::vector<std::string> JitFlags();
 // Hex key of (source, compiler, flags).
 std::string JitCacheKey(const std::string& source);
 
-std::shared_ptr<JitLibrary> CompileAndLoad(const std::string& source, const BlobCache* cache);
+// `disk_hit`, when given, says whether the library came from `cache` (no compiler run).
+std::shared_ptr<JitLibrary> CompileAndLoad(const std::string& source, const BlobCache* cache,
+                                           bool* disk_hit = nullptr);
 
 }  // namespace axle::codegen

@@ -2,6 +2,7 @@
 #include <array>
 
 #include "ir/interpreter_internal.h"
+#include "ir/philox.h"
 
 namespace axle::ir::interp {
 namespace {
@@ -15,47 +16,13 @@ std::vector<Literal> IotaKernel(const Node& node, Operands, const ReplicaContext
   return One(std::move(out));
 }
 
-// ---------------------------------------------------------------------------------------------
-// Philox-4x32-10 (Salmon, Moraes, Dror, Shaw: "Parallel random numbers: as easy as 1, 2, 3",
-// SC'11), as Random123's philox4x32_R(10, ctr, key): ten rounds, the key bumped by the Weyl
-// constants before every round but the first.
-
-using Block = std::array<uint32_t, 4>;
-
-Block Philox4x32_10(std::array<uint32_t, 2> key, Block ctr) {
-  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
-  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      key[0] += kW0;
-      key[1] += kW1;
-    }
-    const uint64_t p0 = uint64_t{kM0} * ctr[0];
-    const uint64_t p1 = uint64_t{kM1} * ctr[2];
-    ctr = {static_cast<uint32_t>(p1 >> 32) ^ ctr[1] ^ key[0], static_cast<uint32_t>(p1),
-           static_cast<uint32_t>(p0 >> 32) ^ ctr[3] ^ key[1], static_cast<uint32_t>(p0)};
-  }
-  return ctr;
-}
-
-// `ctr` (word 0 least significant) plus j, modulo 2^128.
-Block AddToCounter(Block ctr, uint64_t j) {
-  uint64_t carry = j;
-  for (uint32_t& word : ctr) {
-    const uint64_t sum = uint64_t{word} + (carry & 0xffffffffu);
-    word = static_cast<uint32_t>(sum);
-    carry = (carry >> 32) + (sum >> 32);
-  }
-  return ctr;
-}
-
 // Flat element i of the result is word i % 4 of philox(key, counter + i / 4).
 std::vector<Literal> RngBitGeneratorKernel(const Node& node, Operands ops, const ReplicaContext&) {
   const std::array<uint32_t, 2> key = {Get<Int<uint32_t>>(*ops[0], 0), Get<Int<uint32_t>>(*ops[0], 1)};
-  Block counter;
+  PhiloxBlock counter;
   for (size_t k = 0; k < 4; ++k) counter[k] = Get<Int<uint32_t>>(*ops[1], static_cast<int64_t>(k));
   Literal out(node.result()->type());
-  Block block{};
+  PhiloxBlock block{};
   for (int64_t i = 0; i < out.NumElements(); ++i) {
     if (i % 4 == 0) block = Philox4x32_10(key, AddToCounter(counter, static_cast<uint64_t>(i / 4)));
     Put<Int<uint32_t>>(out, i, block[static_cast<size_t>(i % 4)]);

@@ -42,11 +42,17 @@ float RoundToOddFloat(double v) {
 
 }  // namespace
 
-Literal::Literal(TensorType type) : type_(std::move(type)) {
+Literal::Literal(TensorType type) : Literal(std::move(type), NoInit{}) {
+  std::memset(bytes_.data(), 0, bytes_.size());
+}
+
+Literal::Literal(TensorType type, NoInit) : type_(std::move(type)) {
   auto n = CheckedNumElements(type_.shape.dims());
   if (!n || *n > INT64_MAX / 8) Fail("invalid tensor type {}", type_.ToString());
-  bytes_.assign(static_cast<size_t>(*n * DTypeSize(type_.dtype)), 0);
+  bytes_.resize(static_cast<size_t>(*n * DTypeSize(type_.dtype)));
 }
+
+Literal Literal::Uninitialized(TensorType type) { return Literal(std::move(type), NoInit{}); }
 
 Literal Literal::FromDoubles(DType dtype, Shape shape, const std::vector<double>& values) {
   Literal lit(TensorType(dtype, std::move(shape)));

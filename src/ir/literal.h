@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <new>
+#include <utility>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,12 +17,33 @@
 
 namespace axle::ir {
 
+// Literal storage: 64-byte aligned (whole cache lines, aligned vector loads in generated code),
+// and resize() leaves bytes uninitialized (Literal zero-fills explicitly unless asked not to).
+template <typename T>
+struct LiteralAllocator {
+  using value_type = T;
+  LiteralAllocator() = default;
+  template <typename U>
+  LiteralAllocator(const LiteralAllocator<U>&) noexcept {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, size_t) noexcept { ::operator delete(p, std::align_val_t{64}); }
+  template <typename U>
+  void construct(U* p) noexcept { ::new (static_cast<void*>(p)) U; }  // default-init: no zeroing
+  template <typename U, typename... A>
+  void construct(U* p, A&&... a) { ::new (static_cast<void*>(p)) U(std::forward<A>(a)...); }
+  template <typename U>
+  bool operator==(const LiteralAllocator<U>&) const noexcept { return true; }
+};
+
 class Literal {
  public:
   // A zero f32 scalar.
   Literal() : Literal(TensorType(DType::kF32, Shape{})) {}
   // A zero-filled literal of `type`. Throws axle::Error when the type's shape is invalid.
   explicit Literal(TensorType type);
+  // A literal of `type` whose bytes are not initialized: for kernel outputs that write every
+  // element (the executors' allocations).
+  static Literal Uninitialized(TensorType type);
 
   // Makes a literal from host values of the storage type (uint16_t for bf16/f16).
   template <typename T>
@@ -71,8 +94,11 @@ class Literal {
   std::string ToString(int64_t max_elements = 16) const;
 
  private:
+  struct NoInit {};
+  Literal(TensorType type, NoInit);
+
   TensorType type_;
-  std::vector<uint8_t> bytes_;
+  std::vector<uint8_t, LiteralAllocator<uint8_t>> bytes_;
 };
 
 // The storage bits of element i, zero-extended (e.g. 0x3f80 for a bf16 1.0), and the inverse.

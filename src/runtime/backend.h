@@ -33,9 +33,17 @@ struct ExecuteStats {
   int64_t fallback_kernels = 0; // of kernels_run, those run by the reference interpreter's kernel
 };
 
+// How an executable came to be (the frontend's metrics count compiles and disk hits apart).
+struct CompileInfo {
+  bool disk_hit = false;        // its native code was loaded from the on-disk cache
+  double native_compile_s = 0;  // seconds in the native compiler (0 on a disk hit)
+};
+
 class Executable {
  public:
   virtual ~Executable() = default;
+  const CompileInfo& compile_info() const { return compile_info_; }
+  void set_compile_info(CompileInfo info) { compile_info_ = info; }
   // Runs the step. args[i] binds the parameter with index i and must have its exact type (a
   // mismatch throws axle::Error naming the parameter and both types). Returns one buffer per
   // result of the entry function, in order. Thread-compatible: one Execute at a time per
@@ -43,6 +51,9 @@ class Executable {
   virtual std::vector<BufferPtr> Execute(std::vector<BufferPtr> args) = 0;
   // Counters of the last Execute.
   virtual ExecuteStats last_stats() const { return {}; }
+
+ private:
+  CompileInfo compile_info_;
 };
 
 class Backend {

@@ -170,7 +170,8 @@ KernelChoice SelectDotKernel(const Node& node) {
 
 KernelChoice SelectKernel(const Node& node) {
   if (node.num_results() != 1) return {};
-  for (auto select : {SelectElementwiseKernel, SelectMovementKernel, SelectReduceKernel, SelectDotKernel}) {
+  for (auto select : {SelectElementwiseKernel, SelectMovementKernel, SelectReduceKernel, SelectDotKernel,
+                      SelectRandomKernel}) {
     KernelChoice c = select(node);
     if (c.fn) return c;
   }

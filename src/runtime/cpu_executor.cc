@@ -42,6 +42,7 @@
 #include "ir/interpreter.h"
 #include "runtime/cpu_kernels.h"
 #include "runtime/profile.h"
+#include "runtime/thread_pool.h"
 
 namespace axle::runtime {
 namespace {
@@ -59,10 +60,12 @@ std::string DescribeNode(const Node& n, size_t pos) {
 }
 
 struct Step {
-  const Node* node = nullptr;
-  size_t pos = 0;
-  enum Kind { kParameter, kConstant, kForward, kKernel } kind = kKernel;
+  const Node* node = nullptr;  // kGenerated: the kernel's first node (error locations)
+  size_t pos = 0;              // position in the function (errors) ...
+  size_t index = 0;            // ... and in the plan (liveness)
+  enum Kind { kParameter, kConstant, kForward, kKernel, kGenerated } kind = kKernel;
   cpu::KernelChoice kernel;
+  const GeneratedKernel* generated = nullptr;
   std::vector<int> operands;  // slots
   std::vector<int> results;   // slots
   std::vector<int> release;   // slots whose last use is this step (deduplicated)
@@ -80,18 +83,28 @@ struct SlotState {
 
 class CpuExecutable final : public Executable {
  public:
-  explicit CpuExecutable(const ir::Module& module) : module_(module.Clone()) { Plan(); }
+  CpuExecutable(std::unique_ptr<ir::Module> module, std::vector<PlanItem> items,
+                std::vector<GeneratedKernel> generated, std::shared_ptr<const void> keep_alive,
+                std::string_view backend)
+      : module_(std::move(module)), generated_(std::move(generated)), keep_alive_(std::move(keep_alive)),
+        backend_(backend) {
+    Plan(std::move(items));
+  }
 
   std::vector<BufferPtr> Execute(std::vector<BufferPtr> args) override;
   ExecuteStats last_stats() const override { return stats_; }
 
  private:
-  void Plan();
+  void Plan(std::vector<PlanItem> items);
+  void RunGenerated(const Step& st, std::vector<SlotState>& slots);
   void CheckArguments(const std::vector<BufferPtr>& args) const;
   void Release(std::vector<SlotState>& slots, int s);
   BufferPtr Allocate(const ir::TensorType& type, bool& donated);
 
   std::unique_ptr<ir::Module> module_;
+  std::vector<GeneratedKernel> generated_;
+  std::shared_ptr<const void> keep_alive_;  // what the generated kernels' code lives in
+  std::string backend_;
   const ir::Function* f_ = nullptr;
   std::vector<Step> steps_;
   std::vector<int64_t> slot_bytes_;
@@ -109,12 +122,14 @@ class CpuExecutable final : public Executable {
   int64_t live_bytes_ = 0;
 };
 
-void CpuExecutable::Plan() {
+void CpuExecutable::Plan(std::vector<PlanItem> items) {
   f_ = module_->entry();
-  if (f_ == nullptr) Fail("cpu backend: module @{} has no entry function", module_->name());
+  if (f_ == nullptr) Fail("{} backend: module @{} has no entry function", backend_, module_->name());
   std::unordered_map<const Value*, int> slot;
+  std::unordered_map<const Node*, size_t> pos_of;
   std::vector<size_t> last_use;
   const auto& nodes = f_->nodes();
+  for (size_t pos = 0; pos < nodes.size(); ++pos) pos_of[nodes[pos].get()] = pos;
   const std::vector<Node*> params = f_->Parameters();
   param_types_.resize(params.size());
   param_names_.resize(params.size());
@@ -125,27 +140,46 @@ void CpuExecutable::Plan() {
     param_types_[static_cast<size_t>(i)] = p->result()->type();
     param_names_[static_cast<size_t>(i)] = p->result()->name();
   }
-  for (size_t pos = 0; pos < nodes.size(); ++pos) {
-    const Node& n = *nodes[pos];
+  for (size_t index = 0; index < items.size(); ++index) {
+    const PlanItem& item = items[index];
     Step st;
-    st.node = &n;
-    st.pos = pos;
+    st.index = index;
+    std::vector<const Value*> operands, results;
+    if (item.generated >= 0) {
+      const GeneratedKernel& g = generated_.at(static_cast<size_t>(item.generated));
+      st.kind = Step::kGenerated;
+      st.generated = &g;
+      st.node = g.first;
+      operands = g.inputs;
+      results = g.outputs;
+    } else {
+      st.node = item.node;
+      for (const Value* v : item.node->operands()) operands.push_back(v);
+      for (const Value* v : item.node->results()) results.push_back(v);
+    }
+    const Node& n = *st.node;
+    st.pos = pos_of.at(&n);
     if (n.info().traits & ir::kCollective)
-      Fail("@{}: {}: the cpu backend runs one replica and has no collectives", f_->name(),
-           DescribeNode(n, pos));
-    for (const Value* v : n.operands()) {
+      Fail("@{}: {}: the {} backend runs one replica and has no collectives", f_->name(),
+           DescribeNode(n, st.pos), backend_);
+    for (const Value* v : operands) {
       auto it = slot.find(v);
       if (it == slot.end())
-        Fail("@{}: {}: an operand is not defined by an earlier node", f_->name(), DescribeNode(n, pos));
+        Fail("@{}: {}: an operand is not defined by an earlier node", f_->name(), DescribeNode(n, st.pos));
       st.operands.push_back(it->second);
-      last_use[static_cast<size_t>(it->second)] = pos;
+      last_use[static_cast<size_t>(it->second)] = index;
     }
-    for (const Value* v : n.results()) {
+    for (const Value* v : results) {
       const int s = static_cast<int>(slot_bytes_.size());
       slot[v] = s;
       slot_bytes_.push_back(v->type().ByteSize());
-      last_use.push_back(pos);
+      last_use.push_back(index);
       st.results.push_back(s);
+    }
+    if (st.kind == Step::kGenerated) {
+      if (profile::Enabled()) st.label = st.generated->label;
+      steps_.push_back(std::move(st));
+      continue;
     }
     switch (n.op()) {
       case OpKind::kParameter:
@@ -161,7 +195,7 @@ void CpuExecutable::Plan() {
         st.kind = Step::kKernel;
         if (n.num_results() == 1) st.kernel = cpu::SelectKernel(n);
         if (!st.kernel.fn && !ir::HasInterpreterKernel(n.op()))
-          Fail("@{}: {}: no cpu or interpreter kernel for op {}", f_->name(), DescribeNode(n, pos), n.name());
+          Fail("@{}: {}: no cpu or interpreter kernel for op {}", f_->name(), DescribeNode(n, st.pos), n.name());
         if (profile::Enabled()) st.label = profile::NodeLabel(n);
         break;
     }
@@ -176,7 +210,7 @@ void CpuExecutable::Plan() {
   }
   for (Step& st : steps_) {
     auto add = [&](int s) {
-      if (!is_result_[static_cast<size_t>(s)] && last_use[static_cast<size_t>(s)] == st.pos &&
+      if (!is_result_[static_cast<size_t>(s)] && last_use[static_cast<size_t>(s)] == st.index &&
           std::find(st.release.begin(), st.release.end(), s) == st.release.end())
         st.release.push_back(s);
     };
@@ -217,7 +251,50 @@ BufferPtr CpuExecutable::Allocate(const ir::TensorType& type, bool& donated) {
     }
   }
   donated = false;
-  return std::make_shared<Literal>(type);
+  return std::make_shared<Literal>(Literal::Uninitialized(type));
+}
+
+// A generated kernel: each output takes, in order of preference, the storage of a dying input
+// of its type that the kernel reads only at the loop index (in place: the loop reads element i
+// before it writes element i), a recycled buffer, or new memory.
+void CpuExecutable::RunGenerated(const Step& st, std::vector<SlotState>& slots) {
+  const GeneratedKernel& g = *st.generated;
+  std::vector<const void*> in(st.operands.size());
+  std::vector<void*> out(st.results.size());
+  std::vector<bool> taken(st.operands.size(), false);
+  for (size_t j = 0; j < st.operands.size(); ++j)
+    in[j] = slots[static_cast<size_t>(st.operands[j])].buf->bytes().data();
+  for (size_t r = 0; r < st.results.size(); ++r) {
+    const ir::TensorType& type = g.outputs[r]->type();
+    BufferPtr buf;
+    bool donated = false;
+    for (size_t j = 0; j < st.operands.size() && !buf; ++j) {
+      const int s = st.operands[j];
+      SlotState& src = slots[static_cast<size_t>(s)];
+      if (taken[j] || !g.input_at_index[j] || !src.writable || src.buf.use_count() != 1 ||
+          src.buf->type() != type ||
+          std::find(st.release.begin(), st.release.end(), s) == st.release.end())
+        continue;
+      taken[j] = true;
+      buf = src.buf;  // the input slot keeps its reference until released after the step
+      donated = src.donated;
+    }
+    if (!buf) buf = Allocate(type, donated);
+    if (donated) ++stats_.donated_reused;
+    out[r] = buf->mutable_bytes().data();
+    SlotState& res = slots[static_cast<size_t>(st.results[r])];
+    res.buf = std::move(buf);
+    res.writable = true;
+    res.donated = donated;
+  }
+  const GeneratedKernel::Fn fn = g.fn;
+  const void* const* pin = in.data();
+  void* const* pout = out.data();
+  if (g.elements >= kParallelElements) {
+    ThreadPool::Global().ParallelFor(g.elements, kParallelElements, [&](int64_t b, int64_t e) { fn(pin, pout, b, e); });
+  } else if (g.elements > 0) {
+    fn(pin, pout, 0, g.elements);
+  }
 }
 
 std::vector<BufferPtr> CpuExecutable::Execute(std::vector<BufferPtr> args) {
@@ -254,6 +331,23 @@ std::vector<BufferPtr> CpuExecutable::Execute(std::vector<BufferPtr> args) {
           slots[static_cast<size_t>(st.results[j])] = slots[static_cast<size_t>(st.operands[j])];
         for (size_t j = 0; j < st.results.size(); ++j) slots[static_cast<size_t>(st.results[j])].counted = false;
         break;
+      case Step::kGenerated: {
+        ++stats_.kernels_run;
+        const auto t0 = st.label.empty() ? std::chrono::steady_clock::time_point{} : std::chrono::steady_clock::now();
+        RunGenerated(st, slots);
+        int64_t bytes = 0;
+        for (int s : st.results) {
+          slots[static_cast<size_t>(s)].counted = true;
+          live_bytes_ += slot_bytes_[static_cast<size_t>(s)];
+          bytes += slot_bytes_[static_cast<size_t>(s)];
+        }
+        stats_.peak_bytes = std::max(stats_.peak_bytes, live_bytes_);
+        if (!st.label.empty()) {
+          for (int s : st.operands) bytes += slot_bytes_[static_cast<size_t>(s)];
+          profile::Record(st.label, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), bytes);
+        }
+        break;
+      }
       case Step::kKernel: {
         ++stats_.kernels_run;
         bool done = false;
@@ -332,7 +426,11 @@ class CpuBackendImpl final : public Backend {
  public:
   std::string_view name() const override { return "cpu"; }
   std::unique_ptr<Executable> Compile(const ir::Module& module) override {
-    return std::make_unique<CpuExecutable>(module);
+    std::unique_ptr<ir::Module> clone = module.Clone();
+    std::vector<PlanItem> items;
+    if (const ir::Function* f = clone->entry())
+      for (const auto& n : f->nodes()) items.push_back({n.get(), -1});
+    return NewPlannedExecutable(std::move(clone), std::move(items), {}, nullptr, "cpu");
   }
 };
 
@@ -387,11 +485,16 @@ static void KeepFreedMemory() {
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
 }
 
+std::unique_ptr<Executable> NewPlannedExecutable(std::unique_ptr<ir::Module> module, std::vector<PlanItem> items,
+                                                 std::vector<GeneratedKernel> generated,
+                                                 std::shared_ptr<const void> keep_alive, std::string_view backend) {
+  [[maybe_unused]] static const bool kept = (KeepFreedMemory(), true);
+  return std::make_unique<CpuExecutable>(std::move(module), std::move(items), std::move(generated),
+                                         std::move(keep_alive), backend);
+}
+
 Backend& CpuBackend() {
-  static CpuBackendImpl* b = [] {
-    KeepFreedMemory();
-    return new CpuBackendImpl;
-  }();
+  static CpuBackendImpl* b = new CpuBackendImpl;
   return *b;
 }
 Backend& InterpreterBackend() {

@@ -32,6 +32,7 @@ KernelChoice SelectElementwiseKernel(const ir::Node& node);
 KernelChoice SelectMovementKernel(const ir::Node& node);
 KernelChoice SelectReduceKernel(const ir::Node& node);
 KernelChoice SelectDotKernel(const ir::Node& node);
+KernelChoice SelectRandomKernel(const ir::Node& node);
 // The first family that has one.
 KernelChoice SelectKernel(const ir::Node& node);
 
