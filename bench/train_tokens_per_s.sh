@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Training throughput of `axle train` next to PyTorch eager on the same machine: tokens/s of a
+# Training throughput of `axle train` next to PyTorch eager (and JAX, jax.jit on the CPU, when a
+# python with jax is found) on the same machine: tokens/s of a
 # GPT-2 preset (CONFIG=small: vocab 512, n_embd 128, 2 layers, batch 8 x seq 64; CONFIG=124m:
 # batch 4 x seq 64), AdamW (lr 3e-4, weight decay 0.1, grad clip 1.0), no dropout. PyTorch runs at
 # its best setting on this kind of machine, not its default: OMP_WAIT_POLICY=PASSIVE and glibc
@@ -11,8 +12,9 @@
 #
 # Environment: CONFIG (small), BATCH / SEQ (per config), STEPS (default 20), SKIP (default 2: the
 # first steps are compile / warmup and are not timed), AXLE (default build/axle), PYTHON (default
-# /usr/bin/python3, must have torch), TORCH_THREADS (default: the core count). Either side is
-# skipped with a note when it cannot run.
+# /usr/bin/python3, must have torch), TORCH_THREADS (default: the core count), JAX_PYTHON (default:
+# the first of python3 on PATH, $PYTHON, /usr/bin/python3 that imports jax; JAX_PYTHON=none skips
+# JAX), JAX_THREADS (default: TORCH_THREADS). Each side is skipped with a note when it cannot run.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -31,6 +33,16 @@ SEQ="${SEQ:-64}"
 TORCH_ENV=(env OMP_WAIT_POLICY=PASSIVE
            GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736)
 
+if [[ -z "${JAX_PYTHON:-}" ]]; then
+  for py in python3 "$PYTHON" /usr/bin/python3; do
+    if command -v "$py" >/dev/null 2>&1 && "$py" -c "import jax" >/dev/null 2>&1; then
+      JAX_PYTHON="$py"; break
+    fi
+  done
+fi
+JAX_PYTHON="${JAX_PYTHON:-none}"
+JAX_THREADS="${JAX_THREADS:-$TORCH_THREADS}"
+
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/axle_bench.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
 
@@ -38,7 +50,11 @@ echo "machine: $CORES cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2
 echo "workload: $CONFIG GPT-2, batch $BATCH x seq $SEQ, $STEPS steps, first $SKIP not timed"
 
 axle_tps=""
-if [[ -x "$AXLE" ]]; then
+if [[ ! -x "$AXLE" ]]; then
+  echo "axle: $AXLE is not an executable (build it, or set AXLE=path/to/axle); skipped"
+elif ! grep -qE "^ +train( |$)" <<<"$("$AXLE" --help 2>/dev/null)"; then
+  echo "axle: $AXLE has no 'train' subcommand (an old or partial build; rebuild it, or set AXLE=path/to/axle); skipped"
+else
   if "$AXLE" train --config "$CONFIG" --samples 0 --no-progress --steps "$STEPS" --batch "$BATCH" --seq "$SEQ" --lr 3e-4 \
        --weight-decay 0.1 --grad-clip 1.0 --dropout 0 --log-json "$TMP/axle.jsonl" \
        > "$TMP/axle.out" 2>&1; then
@@ -58,8 +74,6 @@ PY
   else
     echo "axle: '$AXLE train' failed:"; tail -5 "$TMP/axle.out"
   fi
-else
-  echo "axle: $AXLE is not an executable (build it, or set AXLE=path/to/axle); skipped"
 fi
 
 torch_tps=""
@@ -74,6 +88,21 @@ else
   echo "torch: '$PYTHON -c \"import torch\"' fails; skipped"
 fi
 
+jax_tps=""
+if [[ "$JAX_PYTHON" == none ]]; then
+  echo "jax: no python with jax found (pip install jax, or set JAX_PYTHON); skipped"
+elif ! "$JAX_PYTHON" -c "import jax" >/dev/null 2>&1; then
+  echo "jax: '$JAX_PYTHON -c \"import jax\"' fails; skipped"
+else
+  # --threads below the core count sets XLA_FLAGS inside the script (see bench/README.md).
+  if JAX_PLATFORMS=cpu "$JAX_PYTHON" "$ROOT/bench/jax_gpt2_train.py" --config "$CONFIG" \
+       --steps "$STEPS" --skip "$SKIP" --batch "$BATCH" --seq "$SEQ" --threads "$JAX_THREADS" > "$TMP/jax.jsonl" 2> "$TMP/jax.err"; then
+    jax_tps="$("$JAX_PYTHON" -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print("%.1f" % s["summary"]["tokens_per_s"])' "$TMP/jax.jsonl")"
+  else
+    echo "jax: the benchmark failed:"; tail -5 "$TMP/jax.err"
+  fi
+fi
+
 echo
 printf '%-26s %14s\n' "" "tokens/s"
 printf '%-26s %14s\n' "axle train" "${axle_tps%% *}"
@@ -82,4 +111,8 @@ printf '%-26s %14s\n' "pytorch eager ($TORCH_THREADS thr)" "$torch_tps"
 if [[ -n "$axle_tps" && -n "$torch_tps" ]]; then
   printf '%-26s %14s\n' "axle / pytorch" "$(awk -v a="${axle_tps%% *}" -v t="$torch_tps" 'BEGIN{printf "%.2fx", a/t}')"
 fi
-[[ -n "$axle_tps" || -n "$torch_tps" ]]
+[[ "$JAX_PYTHON" != none ]] && printf '%-26s %14s\n' "jax jit ($JAX_THREADS thr)" "$jax_tps"
+if [[ -n "$axle_tps" && -n "$jax_tps" ]]; then
+  printf '%-26s %14s\n' "axle / jax" "$(awk -v a="${axle_tps%% *}" -v j="$jax_tps" 'BEGIN{printf "%.2fx", a/j}')"
+fi
+[[ -n "$axle_tps" || -n "$torch_tps" || -n "$jax_tps" ]]
