@@ -10,6 +10,16 @@
 // same C library calls), the max/min NaN and signed-zero rule, f64 -> f32 rounding once. The
 // translation unit includes only <cmath> and <cstdint>, and must be compiled with
 // -ffp-contract=off (no fused multiply-add: the interpreter rounds every operation).
+//
+// With EmitOptions::exact_math = false, f32 exp, log, log1p, tanh, logistic and erf are instead
+// branch-free polynomial approximations from the generated prelude (ax_fexp, ...) that GCC
+// vectorises; their accuracy in ulp is in docs/compiler.md. f64 keeps the <cmath> functions.
+//
+// Aliasing contract: kernel pointers are not __restrict; the loop carries `#pragma GCC ivdep`
+// and each iteration reads every input element it needs before storing any output. So
+// out[j] may equal in[k] when input k is read only at index i (not through a broadcast or as a
+// scalar) -- InputsReadAtIndex says which inputs those are. Outputs never overlap each other,
+// and no output may overlap an input at any other offset.
 #pragma once
 
 #include <string>
@@ -22,15 +32,23 @@ namespace axle::codegen {
 struct EmittedModule {
   std::string source;
   std::vector<std::string> symbols;  // per kernel: its function name, "" for non-fused kernels
+  // Per kernel, per input: InputsReadAtIndex (all false for non-fused kernels).
+  std::vector<std::vector<bool>> inputs_read_at_index;
 };
 
 struct EmitOptions {
   // true: transcendental functions are the C library's (bitwise equal to the interpreter);
-  // false: vectorisable approximations (TODO: not implemented yet; both emit the same code).
+  // false: f32 exp/log/log1p/tanh/logistic/erf as vectorisable approximations (docs/compiler.md).
   bool exact_math = true;
 };
 
 // One translation unit holding every fused kernel of `kernels`; kernel i is named "k<i>".
+// Per input of a fused kernel: true when every read of it inside the loop is at the flat index i
+// (not through broadcast_in_dim's computed index, not as a scalar at element 0 when
+// num_elements != 1). Such an input's buffer may be reused as an output of the same kernel.
+// All false for a non-fused kernel.
+std::vector<bool> InputsReadAtIndex(const Kernel& k);
+
 EmittedModule EmitCpp(const std::vector<Kernel>& kernels, const EmitOptions& options = {});
 
 }  // namespace axle::codegen

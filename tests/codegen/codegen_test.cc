@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "autodiff/vjp.h"
 #include "core/flags.h"
@@ -72,6 +73,14 @@ struct TempDir {
     path = mkdtemp(t.data());
   }
   ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+// Scoped flags::fast_math: the bitwise comparisons with the interpreter need exact_math (the
+// default is fast math).
+struct FastMathScope {
+  bool saved = flags::fast_math();
+  explicit FastMathScope(bool on) { flags::set_fast_math(on); }
+  ~FastMathScope() { flags::set_fast_math(saved); }
 };
 
 // gelu (tanh approximation) of x: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
@@ -189,9 +198,85 @@ TEST(EmitTest, OneLoopPerFusedKernel) {
   }
 }
 
+// exact_math = false replaces f32 exp/log/log1p/tanh/logistic/erf with the prelude's
+// approximations; f64 keeps std::; exact mode emits no approximation at all.
+TEST(EmitTest, FastMathUsesApproximationsForF32Only) {
+  ir::Module m("fast");
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, F32({16}), "x");
+  Value* y = b.Parameter(1, TensorType(DType::kF64, Shape{16}), "y");
+  std::vector<Value*> rs;
+  for (OpKind op : {OpKind::kExp, OpKind::kLog, OpKind::kLog1p, OpKind::kTanh, OpKind::kLogistic,
+                    OpKind::kErf}) {
+    rs.push_back(b.Unary(op, x));
+    rs.push_back(b.Unary(op, y));
+  }
+  b.Return(rs);
+  auto ks = codegen::FuseFunction(*m.entry());
+  const std::string fast = codegen::EmitCpp(ks, {.exact_math = false}).source;
+  const std::string exact = codegen::EmitCpp(ks, {.exact_math = true}).source;
+  for (const char* f : {"ax_fexp(", "ax_flog(", "ax_flog1p(", "ax_ftanh(", "ax_flogistic(", "ax_ferf("}) {
+    EXPECT_NE(fast.find(std::string("= ") + f), std::string::npos) << f << "\n" << fast;
+    EXPECT_EQ(exact.find(f), std::string::npos) << f;
+  }
+  EXPECT_EQ(exact.find("ax_fexp"), std::string::npos);  // no fast prelude in exact mode
+  for (const char* f : {"std::exp(", "std::log(", "std::log1p(", "std::tanh(", "std::erf("})
+    EXPECT_NE(fast.find(std::string("= ") + f), std::string::npos) << f;  // the f64 kernels
+}
+
+// Pointers are not __restrict (an output may alias an input read at i); the loop is ivdep.
+TEST(EmitTest, IvdepLoopsWithoutRestrict) {
+  ir::Module m("layer_norm");
+  BuildLayerNorm(m, 4, 8);
+  auto ks = FuseOptimized(m);
+  const std::string src = codegen::EmitCpp(ks).source;
+  EXPECT_EQ(src.find("__restrict"), std::string::npos) << src;
+  size_t ivdep = 0;
+  for (size_t p = src.find("#pragma GCC ivdep\n  for (int64_t i = begin"); p != std::string::npos;
+       p = src.find("#pragma GCC ivdep\n  for (int64_t i = begin", p + 1))
+    ++ivdep;
+  EXPECT_EQ(ivdep, static_cast<size_t>(CountFused(ks))) << src;
+}
+
+TEST(EmitTest, InputsReadAtIndex) {
+  ir::Module m("at_index");
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, F32({4, 8}), "x");      // read at i
+  Value* row = b.Parameter(1, F32({8}), "row");     // broadcast: read at i % 8
+  Value* lo = b.Parameter(2, F32(Shape{}), "lo");   // clamp bound: a scalar read at 0
+  Value* w = b.Parameter(3, F32({32}), "w");        // reshape: read at i
+  Value* u = b.Parameter(4, F32({1, 8}), "u");      // broadcast [1,8] -> [4,8]: read at i % 8
+  Value* t = b.Parameter(5, F32({4, 8}), "t");      // any broadcast of an input counts as not at i
+  Value* y = b.Add(x, b.BroadcastInDim(row, Shape{4, 8}, {1}));
+  y = b.Build1(OpKind::kClamp, {lo, y, b.Reshape(w, Shape{4, 8})});
+  y = b.Mul(y, b.BroadcastInDim(u, Shape{4, 8}, {0, 1}));
+  y = b.Add(y, b.BroadcastInDim(t, Shape{4, 8}, {0, 1}));
+  y = b.Mul(y, x);
+  b.Return({y});
+  auto ks = codegen::FuseFunction(*m.entry());
+  ASSERT_EQ(CountFused(ks), 1) << codegen::DescribeKernels(ks);
+  const codegen::Kernel* k = nullptr;
+  for (const auto& kk : ks) if (kk.fused) k = &kk;
+  const std::vector<bool> at = codegen::InputsReadAtIndex(*k);
+  ASSERT_EQ(at.size(), k->inputs.size());
+  std::map<const Value*, bool> got;
+  for (size_t j = 0; j < at.size(); ++j) got[k->inputs[j]] = at[j];
+  EXPECT_TRUE(got.at(x));
+  EXPECT_FALSE(got.at(row));
+  EXPECT_FALSE(got.at(lo));
+  EXPECT_TRUE(got.at(w));
+  EXPECT_FALSE(got.at(u));
+  EXPECT_FALSE(got.at(t));
+  codegen::EmittedModule em = codegen::EmitCpp(ks);
+  for (size_t i = 0; i < ks.size(); ++i)
+    EXPECT_EQ(em.inputs_read_at_index[i], ks[i].fused ? codegen::InputsReadAtIndex(ks[i])
+                                                      : std::vector<bool>(ks[i].inputs.size(), false));
+}
+
 // ----- differential tests ----------------------------------------------------------------------
 
 void ExpectSame(const ir::Module& m, const std::vector<Literal>& args, const std::string& what) {
+  FastMathScope exact(false);
   std::vector<BufferPtr> want;
   bool interp_failed = false;
   try {
@@ -323,6 +408,7 @@ TEST(CompiledBenchmarkTest, GeluAgainstCpu) {
     return best;
   };
   std::vector<BufferPtr> cpu_out, compiled_out;
+  FastMathScope exact(false);
   auto cpu = runtime::GetBackend("cpu").Compile(m);
   auto compiled = runtime::GetBackend("compiled").Compile(m);
   const double t_cpu = time(*cpu, &cpu_out), t_compiled = time(*compiled, &compiled_out);
@@ -331,6 +417,91 @@ TEST(CompiledBenchmarkTest, GeluAgainstCpu) {
               static_cast<long long>(R), static_cast<long long>(C), t_cpu * 1e3,
               static_cast<long long>(cpu->last_stats().kernels_run), t_compiled * 1e3,
               static_cast<long long>(compiled->last_stats().kernels_run));
+}
+
+// ----- speed (prints, never asserts timings) ---------------------------------------------------
+
+
+// Best of `reps` Execute calls of `exe` on copies of `args` (copies made outside the timing).
+double BestSeconds(runtime::Executable& exe, const std::vector<Literal>& args,
+                   std::vector<BufferPtr>* out, int reps = 7) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    auto bufs = Buffers(args);
+    auto t0 = std::chrono::steady_clock::now();
+    *out = exe.Execute(std::move(bufs));
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+// gelu-tanh of 786432 f32 and an AdamW update of 2.36M f32 on cpu, compiled (exact_math) and
+// compiled (fast math): ms per call and GB/s of kernel-visible traffic (inputs read + outputs
+// written once).
+TEST(CompiledBenchmarkTest, GeluAndAdamW) {
+  auto report = [&](const char* what, const ir::Module& m, const std::vector<Literal>& args,
+                    double bytes) {
+    std::vector<BufferPtr> out_cpu, out_exact, out_fast;
+    auto cpu = runtime::GetBackend("cpu").Compile(m);
+    const double t_cpu = BestSeconds(*cpu, args, &out_cpu);
+    double t_exact = 0, t_fast = 0;
+    int64_t kernels = 0;
+    {
+      FastMathScope exact(false);
+      auto exe = runtime::GetBackend("compiled").Compile(m);
+      t_exact = BestSeconds(*exe, args, &out_exact);
+      kernels = exe->last_stats().kernels_run;
+    }
+    {
+      FastMathScope fast(true);
+      auto exe = runtime::GetBackend("compiled").Compile(m);
+      t_fast = BestSeconds(*exe, args, &out_fast);
+    }
+    std::printf("[bench] %s: cpu %.2f ms (%.1f GB/s); compiled (%lld kernels) exact %.2f ms (%.1f GB/s), "
+                "fast %.2f ms (%.1f GB/s)\n", what, t_cpu * 1e3, bytes / t_cpu * 1e-9,
+                static_cast<long long>(kernels), t_exact * 1e3, bytes / t_exact * 1e-9, t_fast * 1e3,
+                bytes / t_fast * 1e-9);
+  };
+  {
+    const int64_t n = 786432;
+    ir::Module m("gelu_bench");
+    Builder b(m.AddFunction("main"));
+    b.Return({GeluTanh(b, b.Parameter(0, F32({n}), "x"))});
+    report("gelu-tanh f32[786432]", m, {RandomLiteral(DType::kF32, {n}, 9)}, 8.0 * n);
+  }
+  {
+    const int64_t n = 2360000;
+    ir::Module m("adamw_bench");
+    Builder b(m.AddFunction("main"));
+    Value* p = b.Parameter(0, F32({n}), "p");
+    Value* mo = b.Parameter(1, F32({n}), "m");
+    Value* vo = b.Parameter(2, F32({n}), "v");
+    Value* g = b.Parameter(3, F32({n}), "g");
+    auto scalar = [&](int64_t i, const char* name) {
+      return b.BroadcastInDim(b.Parameter(i, F32(Shape{}), name), Shape{n}, {});
+    };
+    Value* lr = scalar(4, "lr");
+    Value* b1 = scalar(5, "b1");
+    Value* b2 = scalar(6, "b2");
+    Value* c1 = scalar(7, "one_minus_b1t");
+    Value* c2 = scalar(8, "one_minus_b2t");
+    Value* eps = scalar(9, "eps");
+    Value* wd = scalar(10, "wd");
+    Value* one = b.BroadcastInDim(b.Scalar(DType::kF32, 1.0), Shape{n}, {});
+    Value* m1 = b.Add(b.Mul(b1, mo), b.Mul(b.Sub(one, b1), g));
+    Value* v1 = b.Add(b.Mul(b2, vo), b.Mul(b.Mul(b.Sub(one, b2), g), g));
+    Value* step = b.Div(b.Mul(lr, b.Div(m1, c1)), b.Add(b.Unary(OpKind::kSqrt, b.Div(v1, c2)), eps));
+    Value* p1 = b.Sub(p, b.Add(step, b.Mul(b.Mul(lr, wd), p)));
+    b.Return({p1, m1, v1});
+    std::vector<Literal> args;
+    for (int k = 0; k < 4; ++k) args.push_back(RandomLiteral(DType::kF32, {n}, 20 + k));
+    for (double s : {1e-3, 0.9, 0.999, 0.1, 0.001, 1e-8, 0.01})
+      args.push_back(Literal::FromVector(DType::kF32, Shape{}, std::vector<float>{static_cast<float>(s)}));
+    // v must be >= 0.
+    float* v = args[2].mutable_data<float>();
+    for (int64_t i = 0; i < n; ++i) v[i] = std::fabs(v[i]);
+    report("adamw f32[2360000]", m, args, 28.0 * n);
+  }
 }
 
 // ----- compile, cache, failures --------------------------------------------------------------
@@ -343,6 +514,7 @@ TEST(JitTest, SecondCompileInAFreshBackendHitsTheDiskCache) {
   std::vector<Literal> args = {RandomLiteral(DType::kF32, {64}, 5)};
   using Clock = std::chrono::steady_clock;
   double cold = 0, warm = 0;
+  FastMathScope exact(false);
   {
     runtime::DiskCache cache(dir.path);
     auto backend = runtime::NewCompiledBackend(&cache);
