@@ -275,7 +275,8 @@ void sync();
 void wait();
 // Seeds the global generator used by dropout (and rand/randn without explicit seeds).
 void manual_seed(uint64_t seed);
-// The backend that runs steps: "cpu" (default) or "interpreter".
+// The backend that runs steps: "compiled" (the default: fusion + generated C++, docs/compiler.md),
+// "cpu" (the per-op executor) or "interpreter" (the reference). AXLE_BACKEND sets the default.
 void set_backend(const std::string& name);
 std::string backend();
 

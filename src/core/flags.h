@@ -20,6 +20,8 @@ std::string DefaultCacheDir();
 #define AXLE_FLAGS(X)                                                                        \
   X(bool, debug, false,                                                                      \
     "Explain decisions: why a graph was recompiled, why a sharding was chosen.")            \
+  X(std::string, backend, std::string("compiled"),                                            \
+    "Backend that runs lazy tensor steps: compiled (fused generated C++), cpu (per-op executor) or interpreter.") \
   X(int64_t, interpreter_max_bytes, int64_t{8} << 30,                                        \
     "Largest total tensor memory the reference interpreter will allocate before refusing.")   \
   X(std::string, dump_dir, std::string(),                                                    \

@@ -148,7 +148,7 @@ Cache& GetCache() {
   return *cache;
 }
 
-std::string g_backend = "cpu";
+std::string g_backend;  // empty: flags::backend() (AXLE_BACKEND), read at the first sync
 bool g_grad_enabled = true;
 std::vector<std::string> g_scopes;
 uint64_t g_next_id = 1;
@@ -484,6 +484,7 @@ void sync() {
 
   // 4. The executable: cached, or compiled now.
   detail::Cache& cache = detail::GetCache();
+  if (detail::g_backend.empty()) set_backend(flags::backend());
   auto key = std::make_pair(detail::g_backend, hash);
   auto it = cache.entries.find(key);
   int64_t sync_number = 0;
@@ -543,7 +544,7 @@ void set_backend(const std::string& name) {
   runtime::GetBackend(name);  // throws on an unknown name
   detail::g_backend = name;
 }
-std::string backend() { return detail::g_backend; }
+std::string backend() { return detail::g_backend.empty() ? flags::backend() : detail::g_backend; }
 
 NoGradGuard::NoGradGuard() : prev_(detail::g_grad_enabled) { detail::g_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { detail::g_grad_enabled = prev_; }

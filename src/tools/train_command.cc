@@ -43,7 +43,7 @@ void AddTrainCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunn
   sub->add_option("--sample-tokens", o->sample_tokens, "Tokens per sample")
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--save", o->save, "Save the trained weights to FILE.safetensors");
-  sub->add_option("--backend", o->backend, "Executor")
+  sub->add_option("--backend", o->backend, "Executor (default: AXLE_BACKEND, else compiled)")
       ->check(CLI::IsMember({"cpu", "compiled", "interpreter"}));
   sub->add_flag("!--no-progress", o->progress, "No progress bar");
   commands.emplace_back(sub, [o, config] {

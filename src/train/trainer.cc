@@ -119,7 +119,7 @@ void PrintProgress(int64_t done, int64_t total, double loss, double tok_s) {
 
 TrainResult Train(const TrainOptions& o, std::ostream& out) {
   Validate(o);
-  set_backend(o.backend);
+  if (!o.backend.empty()) set_backend(o.backend);
   manual_seed(o.seed);
 
   // The model.
@@ -165,7 +165,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
   out << fmt::format("axle train: gpt2 {} ({:.2f}M parameters), {} tokens from {}, batch {} x seq "
                      "{}, {} steps, backend {}\n",
                      config.ToString(), model->num_parameters() / 1e6, data.tokens.size(),
-                     data.source, o.batch, o.seq, o.steps, o.backend);
+                     data.source, o.batch, o.seq, o.steps, backend());
   std::ofstream json;
   if (!o.log_json.empty()) {
     json.open(o.log_json);

@@ -35,7 +35,7 @@ struct TrainOptions {
   int64_t samples = 3;              // generated samples printed at the end (0 = none)
   int64_t sample_tokens = 160;
   std::string save;                 // write the trained weights to this .safetensors file
-  std::string backend = "cpu";     // cpu | compiled (fusion + generated C++) | interpreter
+  std::string backend;  // compiled | cpu | interpreter; empty: the default (AXLE_BACKEND, compiled)
   bool progress = true;             // a progress bar when stderr is a terminal
 };
 
