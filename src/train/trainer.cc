@@ -118,6 +118,7 @@ void PrintProgress(int64_t done, int64_t total, double loss, double tok_s) {
 }  // namespace
 
 TrainResult Train(const TrainOptions& o, std::ostream& out) {
+  const Clock::time_point start = Clock::now();
   Validate(o);
   if (!o.backend.empty()) set_backend(o.backend);
   manual_seed(o.seed);
@@ -181,6 +182,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
       nlohmann::json j = {{"step", s.step},           {"loss", s.loss},
                           {"lr", s.lr},               {"tokens_per_s", s.tokens_per_s},
                           {"step_s", s.step_s},       {"compile_s", s.compile_s}};
+      if (s.step == 0) j["startup_s"] = result.startup_s;
       json << j.dump() << "\n" << std::flush;
     }
     if (s.step == 0 || s.step + 1 == o.steps || (o.log_every > 0 && s.step % o.log_every == 0)) {
@@ -212,6 +214,12 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
     opt.step();
     sync();
     const double compile_s = metrics().compile_s - compile_before;
+    if (step == 0) {
+      result.startup_s = Since(start);
+      const Metrics m = metrics();
+      out << fmt::format("startup: {:.2f} s to the first step ({} compiled, {} from the disk cache)\n",
+                         result.startup_s, m.compiles, m.disk_hits);
+    }
     if (prev_loss.defined()) {
       prev.loss = prev_loss.item();
       prev.step_s = Since(last_done);

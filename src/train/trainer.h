@@ -50,6 +50,10 @@ struct StepLog {
 
 struct TrainResult {
   std::vector<StepLog> steps;
+  // Seconds from the start of Train until the first step was launched: building the model,
+  // initializing it and compiling (or loading from the caches) the first step's executable.
+  // The warm-cache figure of docs/cache.md.
+  double startup_s = 0;
   std::vector<std::string> samples;
 };
 

@@ -13,8 +13,9 @@ struct RunResult {
   std::string output;  // stdout and stderr together
 };
 
-inline RunResult RunAxle(const std::string& args) {
-  const std::string cmd = std::string(AXLE_BINARY) + " " + args + " 2>&1";
+// `env`: "NAME=value " assignments put before the command (they apply to this run only).
+inline RunResult RunAxle(const std::string& args, const std::string& env = "") {
+  const std::string cmd = env + std::string(AXLE_BINARY) + " " + args + " 2>&1";
   RunResult r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (p == nullptr) return r;

@@ -54,6 +54,29 @@ TEST_F(TrainCliTest, TrainsAndLogsJsonWithoutRecompiling) {
   EXPECT_LT(last, first - 1.0);
 }
 
+// The persistent cache: a second process on the same cache directory compiles nothing; every
+// executable comes from the disk (and the loss curve is the same).
+TEST_F(TrainCliTest, SecondProcessOnAWarmCacheCompilesNothing) {
+  const std::string args = "train --backend compiled --steps 3 --batch 4 --seq 16 --samples 1 "
+                           "--sample-tokens 4 --no-progress";
+  const std::string env = "AXLE_CACHE_DIR=" + Path("cache") + " ";
+  RunResult cold = RunAxle(args, env);
+  ASSERT_EQ(cold.status, 0) << cold.output;
+  EXPECT_THAT(cold.output, HasSubstr("Metric: disk cache hits    0\n")) << cold.output;
+  EXPECT_THAT(cold.output, ::testing::Not(HasSubstr("Metric: compiles           0\n"))) << cold.output;
+  RunResult warm = RunAxle(args, env);
+  ASSERT_EQ(warm.status, 0) << warm.output;
+  EXPECT_THAT(warm.output, HasSubstr("Metric: compiles           0\n")) << warm.output;
+  EXPECT_THAT(warm.output, ::testing::Not(HasSubstr("Metric: disk cache hits    0\n"))) << warm.output;
+  auto losses = [](const std::string& out) {
+    std::string s;
+    for (size_t p = out.find("| loss "); p != std::string::npos; p = out.find("| loss ", p + 1))
+      s += out.substr(p, 16) + ";";
+    return s;
+  };
+  EXPECT_EQ(losses(cold.output), losses(warm.output));
+}
+
 TEST_F(TrainCliTest, BadInputExitsOneWithAClearMessage) {
   RunResult r = RunAxle("train --no-such-flag");
   EXPECT_EQ(r.status, 1);
