@@ -217,7 +217,7 @@ std::set<int> VectorizedLines(const std::string& source, std::string* log_out) {
 }
 
 // Every fused element loop of a fast-math module with each approximated function, sqrt
-// (vectorised thanks to -fno-math-errno) and a gelu is vectorised by GCC. (-fno-trapping-math
+// (vectorised thanks to -fno-math-errno), a gelu, relu and clamp is vectorised by GCC. (-fno-trapping-math
 // is needed too: GCC otherwise threads the clamps' selects into paths with constant-folded
 // overflowing products it will not if-convert.)
 TEST(FastMathTest, LoopsVectorise) {
@@ -235,6 +235,9 @@ TEST(FastMathTest, LoopsVectorise) {
   auto c = [&](double v) { return b.BroadcastInDim(b.Scalar(DType::kF32, v), Shape{1024}, {}); };
   Value* inner = b.Mul(c(0.7978845608028654), b.Add(x, b.Mul(c(0.044715), b.Mul(b.Mul(x, x), x))));
   rs.push_back(b.Mul(b.Mul(c(0.5), x), b.Add(c(1.0), b.Unary(OpKind::kTanh, inner))));
+  // relu and a clamp with scalar bounds (max/min are select-based, exact in both modes).
+  rs.push_back(b.Max(x, c(0.0)));
+  rs.push_back(b.Build1(OpKind::kClamp, {b.Scalar(DType::kF32, -1.0), x, b.Scalar(DType::kF32, 1.0)}));
   b.Return(rs);
   auto ks = codegen::FuseFunction(*m.entry());
   const std::string src = codegen::EmitCpp(ks, {.exact_math = false}).source;
@@ -249,7 +252,7 @@ TEST(FastMathTest, LoopsVectorise) {
     }
     if (src[p] == '\n') ++line;
   }
-  EXPECT_EQ(loops, 9);
+  EXPECT_EQ(loops, 11);
 }
 
 }  // namespace
