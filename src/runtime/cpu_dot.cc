@@ -28,6 +28,28 @@ using ir::Node;
 
 std::atomic<int64_t> g_blas_min_flops{32 * 32 * 32};
 
+// Note [BLAS threads]
+// OpenBLAS runs its own thread pool. On small products its threads cost more than they give
+// (waking, spinning and yielding against our pool: the tiny GPT-2 config spent ~40% of its time
+// in the kernel with 2 BLAS threads), on large ones they are worth a core. So each call picks:
+//   - one product of >= kBlasThreadedMacs multiply-adds: BLAS with every core;
+//   - a batch of smaller products: the batch is split over our thread pool and each thread calls
+//     BLAS single-threaded (the attention scores are 32 products of 64 x 64 x 32);
+//   - a single small product: BLAS single-threaded on the calling thread.
+// openblas_set_num_threads is process-wide; only the executing thread calls BLAS (and the pool
+// threads it hands a batch to), so switching it between calls is safe. Without OpenBLAS (another
+// BLAS behind cblas.h) the weak symbol is null and BLAS keeps its own policy.
+constexpr int64_t kBlasThreadedMacs = int64_t{1} << 22;
+
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+void SetBlasThreads(int n) {
+  static std::atomic<int> current{-1};
+  if (openblas_set_num_threads == nullptr || current.load(std::memory_order_relaxed) == n) return;
+  openblas_set_num_threads(n);
+  current.store(n, std::memory_order_relaxed);
+}
+
 // An operand as a batch of row-major matrices: rows x cols, possibly transposed relative to the
 // wanted [rows_wanted, cols_wanted] orientation.
 template <typename T>
@@ -128,8 +150,21 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
   Arrange(lhs, d.lhs_batch, lf, d.lhs_contracting, a);   // [B, M, K]
   Arrange(rhs, d.rhs_batch, d.rhs_contracting, rf, b);   // [B, K, N]
   if (blas) {
-    for (int64_t i = 0; i < B; ++i)
-      Gemm(a.trans, b.trans, M, N, K, a.data + i * M * K, b.data + i * K * N, c + i * M * N);
+    const int64_t macs = M * N * K;
+    auto gemm = [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i)
+        Gemm(a.trans, b.trans, M, N, K, a.data + i * M * K, b.data + i * K * N, c + i * M * N);
+    };
+    if (macs >= kBlasThreadedMacs) {
+      SetBlasThreads(ThreadPool::Global().num_threads());
+      gemm(0, B);
+    } else {
+      SetBlasThreads(1);
+      if (B > 1)
+        ThreadPool::Global().ParallelFor(B, 1, gemm);
+      else
+        gemm(0, B);
+    }
     return true;
   }
   // Exact: strides of a[m, k] and b[k, n] inside one batch.

@@ -3,8 +3,9 @@
 // ParallelFor splits [0, n) into one contiguous chunk per thread and runs them on the pool's
 // workers plus the calling thread, returning when all are done. Loops under `min_parallel`
 // iterations run inline on the caller. The pool has hardware_concurrency() threads in all (the
-// caller counts as one). BLAS is never called from inside a ParallelFor body: OpenBLAS keeps its
-// own threads and is called from the executor's thread only.
+// caller counts as one). BLAS is called from a ParallelFor body only single-threaded (a batch of
+// small products split over the pool); large products call it from the executor's thread with
+// OpenBLAS's own threads (cpu_dot.cc, Note [BLAS threads]).
 #pragma once
 
 #include <condition_variable>
