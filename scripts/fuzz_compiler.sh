@@ -20,7 +20,7 @@ build_dir="${AXLE_BUILD_DIR:-build}"
 if [ ! -f "$build_dir/build.ninja" ]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
-ninja -C "$build_dir" codegen_tests
+cmake --build "$build_dir" --target codegen_tests
 
 start=$(date +%s)
 per=$(( (n + jobs - 1) / jobs ))
