@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -37,6 +38,54 @@ template <typename T> inline T ax_min(T a, T b) {
 template <typename T> inline T ax_sign(T x) {
   if (std::isnan(x) || x == 0) return x;
   return std::copysign(T(1), x);
+}
+// Integers (the interpreter's semantics): add/sub/mul wrap modulo 2^N (done in the unsigned type
+// of the same width); division by zero gives -1 (signed) or the maximum (unsigned), MIN / -1
+// gives MIN; x rem 0 = x, x rem -1 = 0. The divisor is made safe first so nothing traps.
+template <typename T> struct ax_uns { using type = T; };
+template <> struct ax_uns<int8_t> { using type = uint8_t; };
+template <> struct ax_uns<int32_t> { using type = uint32_t; };
+template <> struct ax_uns<int64_t> { using type = uint64_t; };
+template <typename T> inline T ax_iadd(T a, T b) {
+  using U = typename ax_uns<T>::type;
+  return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+}
+template <typename T> inline T ax_isub(T a, T b) {
+  using U = typename ax_uns<T>::type;
+  return static_cast<T>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b)));
+}
+template <typename T> inline T ax_imul(T a, T b) {
+  using U = typename ax_uns<T>::type;
+  return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
+}
+template <typename T> inline constexpr bool ax_signed = static_cast<T>(-1) < static_cast<T>(0);
+template <typename T> inline constexpr T ax_imin_v =
+    ax_signed<T> ? static_cast<T>(static_cast<typename ax_uns<T>::type>(1) << (sizeof(T) * 8 - 1)) : T(0);
+template <typename T> inline constexpr T ax_imax_v = static_cast<T>(~ax_imin_v<T>);
+template <typename T> inline T ax_idiv(T a, T b) {
+  const bool z = b == 0;
+  const bool ov = ax_signed<T> && a == ax_imin_v<T> && b == static_cast<T>(-1);
+  const T d = (z || ov) ? T(1) : b;
+  const T q = static_cast<T>(a / d);
+  const T zr = ax_signed<T> ? static_cast<T>(-1) : ax_imax_v<T>;
+  return z ? zr : (ov ? a : q);
+}
+template <typename T> inline T ax_irem(T a, T b) {
+  const bool z = b == 0;
+  const bool m1 = ax_signed<T> && b == static_cast<T>(-1);
+  const T d = (z || m1) ? T(1) : b;
+  const T r = static_cast<T>(a % d);
+  return z ? a : (m1 ? T(0) : r);
+}
+template <typename T> inline T ax_imaxf(T a, T b) { return a > b ? a : b; }
+template <typename T> inline T ax_iminf(T a, T b) { return a < b ? a : b; }
+template <typename T> inline T ax_iabs(T a) { return a < T(0) ? ax_isub(T(0), a) : a; }
+template <typename T> inline T ax_isign(T a) { return static_cast<T>((a > T(0)) - (a < T(0))); }
+// float -> integer: truncation toward zero, saturating; NaN -> 0.
+template <typename T> inline T ax_f2i(double v) {
+  const double lo = static_cast<double>(ax_imin_v<T>), hi = static_cast<double>(ax_imax_v<T>);
+  const T t = (v > lo && v < hi) ? static_cast<T>(v) : T(0);
+  return v != v ? T(0) : (v <= lo ? ax_imin_v<T> : (v >= hi ? ax_imax_v<T> : t));
 }
 // f64 -> f32 rounded once to nearest even (out-of-range values handled before the cast).
 inline float ax_narrow(double v) {
@@ -165,6 +214,11 @@ const char* CType(DType t) {
     case DType::kF32: return "float";
     case DType::kF64: return "double";
     case DType::kBool: return "bool";
+    case DType::kI8: return "int8_t";
+    case DType::kI32: return "int32_t";
+    case DType::kI64: return "int64_t";
+    case DType::kU8: return "uint8_t";
+    case DType::kU32: return "uint32_t";
     default: Fail("internal error: codegen of dtype {}", DTypeName(t));
   }
 }
@@ -183,9 +237,47 @@ std::string CompareOp(ir::CompareDir d) {
   return "==";
 }
 
+// Integer (and integer <-> float) expressions, as the interpreter computes them.
+std::string IntExpr(const Node& n, const std::vector<std::string>& a) {
+  const DType r = n.result()->dtype();
+  const std::string T = CType(r);
+  auto f = [&](const char* fn) { return fmt::format("{}<{}>({})", fn, T, fmt::join(a, ", ")); };
+  switch (n.op()) {
+    case OpKind::kNeg: return fmt::format("ax_isub<{}>(0, {})", T, a[0]);
+    case OpKind::kAbs: return f("ax_iabs");
+    case OpKind::kSign: return f("ax_isign");
+    case OpKind::kAdd: return f("ax_iadd");
+    case OpKind::kSub: return f("ax_isub");
+    case OpKind::kMul: return f("ax_imul");
+    case OpKind::kDiv: return f("ax_idiv");
+    case OpKind::kRem: return f("ax_irem");
+    case OpKind::kMax: return f("ax_imaxf");
+    case OpKind::kMin: return f("ax_iminf");
+    case OpKind::kClamp:
+      return fmt::format("ax_iminf<{0}>(ax_imaxf<{0}>({1}, {2}), {3})", T, a[1], a[0], a[2]);
+    case OpKind::kNot: return fmt::format("static_cast<{}>(~{})", T, a[0]);
+    case OpKind::kAnd: return fmt::format("static_cast<{}>({} & {})", T, a[0], a[1]);
+    case OpKind::kOr: return fmt::format("static_cast<{}>({} | {})", T, a[0], a[1]);
+    case OpKind::kXor: return fmt::format("static_cast<{}>({} ^ {})", T, a[0], a[1]);
+    case OpKind::kConvert: {
+      const DType from = n.operand(0)->dtype();
+      if (from == r) return a[0];
+      if (r == DType::kBool) return a[0] + " != 0";
+      if (from == DType::kBool) return fmt::format("{0} ? {1}(1) : {1}(0)", a[0], T);
+      if (IsFloat(from)) return fmt::format("ax_f2i<{}>(static_cast<double>({}))", T, a[0]);
+      // integer -> integer modulo 2^N; integer -> f32/f64 one rounding of the exact value.
+      return fmt::format("static_cast<{}>({})", T, a[0]);
+    }
+    default: Fail("internal error: no integer codegen for op {}", n.name());
+  }
+}
+
 std::string Expr(const Node& n, const std::vector<std::string>& a, const EmitOptions& options) {
   const DType r = n.result()->dtype();
   const std::string T = CType(r);
+  const bool int_op = IsInteger(r) || (n.op() == OpKind::kConvert && IsInteger(n.operand(0)->dtype()) &&
+                                       r != DType::kBool);
+  if (int_op && n.op() != OpKind::kSelect) return IntExpr(n, a);
   auto call = [&](const char* fn) { return fmt::format("{}({})", fn, a[0]); };
   if (!options.exact_math && r == DType::kF32) {
     switch (n.op()) {
@@ -265,6 +357,67 @@ std::string BroadcastIndex(const Node& n) {
   return e.empty() ? "0" : e;
 }
 
+std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> st(dims.size(), 1);
+  for (size_t d = dims.size(); d-- > 1;) st[d - 1] = st[d] * dims[d];
+  return st;
+}
+
+// Coordinate d of the flat index i of a row-major array of `dims`.
+std::string Coord(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, size_t d) {
+  std::string c = "i";
+  if (strides[d] != 1) c = fmt::format("(i / {})", strides[d]);
+  if (d != 0) c = fmt::format("({} % {})", c, dims[d]);
+  return c;
+}
+
+// Flat index into a slice's or transpose's operand for flat output index `i`.
+std::string MappedIndex(const Node& n) {
+  const std::vector<int64_t>& out = n.result()->shape().dims();
+  const std::vector<int64_t>& in = n.operand(0)->shape().dims();
+  const std::vector<int64_t> os = RowMajorStrides(out), is = RowMajorStrides(in);
+  std::vector<std::string> terms;
+  int64_t offset = 0;
+  for (size_t d = 0; d < out.size(); ++d) {
+    int64_t step = 0;  // operand elements per unit of output coordinate d
+    if (n.op() == OpKind::kSlice) {
+      const auto& a = n.attrs_as<ir::SliceAttrs>();
+      offset += a.start[d] * is[d];
+      step = a.strides[d] * is[d];
+    } else {
+      step = is[static_cast<size_t>(n.attrs_as<ir::TransposeAttrs>().perm[d])];
+    }
+    if (out[d] == 1 || step == 0) continue;
+    const std::string c = Coord(out, os, d);
+    terms.push_back(step == 1 ? c : fmt::format("{} * {}", c, step));
+  }
+  if (offset != 0 || terms.empty()) terms.push_back(fmt::format("{}", offset));
+  return fmt::format("{}", fmt::join(terms, " + "));
+}
+
+// iota's value at flat index i: its coordinate along `dim`, converted as `convert` would.
+std::string IotaExpr(const Node& n) {
+  const std::vector<int64_t>& out = n.result()->shape().dims();
+  const size_t d = static_cast<size_t>(n.attrs_as<ir::IotaAttrs>().dim);
+  const std::string c = fmt::format("static_cast<int64_t>({})", Coord(out, RowMajorStrides(out), d));
+  const DType r = n.result()->dtype();
+  if (r == DType::kBool) return c + " != 0";
+  return fmt::format("static_cast<{}>({})", CType(r), c);
+}
+
+// An integer scalar constant is inlined into the source (so division by it can become a shift).
+bool InlinedConstant(const Value* v) {
+  return IsInteger(v->dtype()) && v->shape().NumElements() == 1 && v->node()->op() == OpKind::kConstant;
+}
+std::string ConstantText(const Value* v) {
+  const ir::Literal& lit = v->node()->attrs_as<ir::ConstantAttrs>().value;
+  const int64_t x = lit.GetInt64(0);
+  if (v->dtype() == DType::kI64 && x == INT64_MIN) return "static_cast<int64_t>(INT64_MIN)";
+  if (v->dtype() == DType::kI64) return fmt::format("static_cast<int64_t>({}LL)", x);
+  if (v->dtype() == DType::kU32) return fmt::format("static_cast<uint32_t>({}U)", static_cast<uint32_t>(x));
+  return fmt::format("static_cast<{}>({})", CType(v->dtype()), x);
+}
+
 // True when input v of kernel k is read as a scalar at element 0 (not at the loop index).
 bool ScalarRead(const Value* v, const Kernel& k) {
   return v->shape().NumElements() == 1 && k.num_elements != 1;
@@ -292,6 +445,7 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
   s += "  for (int64_t i = begin; i < end; ++i) {\n";
   std::unordered_map<const Value*, std::string> var;
   auto load = [&](const Value* v, const std::string& index) {
+    if (InlinedConstant(v)) return ConstantText(v);
     const int j = input_index.at(v);
     if (v->dtype() == DType::kBool) return fmt::format("(in{}[{}] != 0)", j, index);
     return fmt::format("in{}[{}]", j, index);
@@ -309,6 +463,10 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
     if (n->op() == OpKind::kBroadcastInDim) {
       const Value* x = n->operand(0);
       e = members.count(x->node()) ? operand(x) : load(x, BroadcastIndex(*n));
+    } else if (IsIndexMap(*n)) {
+      e = load(n->operand(0), MappedIndex(*n));  // the operand is never a member (fusion.h)
+    } else if (n->op() == OpKind::kIota) {
+      e = IotaExpr(*n);
     } else if (n->op() == OpKind::kReshape) {
       e = operand(n->operand(0));
     } else {
@@ -350,6 +508,8 @@ std::vector<bool> InputsReadAtIndex(const Kernel& k) {
       const Value* x = n->operand(0);
       if (members.count(x->node())) continue;
       mark(x, false);
+    } else if (IsIndexMap(*n)) {
+      mark(n->operand(0), false);  // a slice or transpose reads at a mapped index
     } else {
       for (const Value* v : n->operands()) mark(v, !ScalarRead(v, k));
     }

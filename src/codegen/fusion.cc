@@ -17,7 +17,10 @@ using ir::OpKind;
 using ir::Value;
 
 bool IsF(DType t) { return t == DType::kF32 || t == DType::kF64; }
-bool IsFB(DType t) { return IsF(t) || t == DType::kBool; }
+// Fused kernels hold f32, f64, bool and the integer dtypes (i8, i32, i64, u8, u32).
+bool IsFB(DType t) { return IsF(t) || t == DType::kBool || IsInteger(t); }
+bool IsNum(DType t) { return IsF(t) || IsInteger(t); }
+bool IsIB(DType t) { return t == DType::kBool || IsInteger(t); }
 
 // A broadcast whose operand is a scalar or a constant: cheap to recompute in every consumer.
 bool IsDuplicable(const Node& n) {
@@ -28,6 +31,8 @@ bool IsDuplicable(const Node& n) {
 
 }  // namespace
 
+bool IsIndexMap(const Node& n) { return n.op() == OpKind::kSlice || n.op() == OpKind::kTranspose; }
+
 bool IsFusible(const Node& n) {
   if (n.num_results() != 1) return false;
   const DType r = n.result()->dtype();
@@ -36,19 +41,26 @@ bool IsFusible(const Node& n) {
                        [&](const Value* v) { return pred(v->dtype()); });
   };
   switch (n.op()) {
-    case OpKind::kNeg: case OpKind::kAbs: case OpKind::kExp: case OpKind::kLog:
+    case OpKind::kExp: case OpKind::kLog:
     case OpKind::kLog1p: case OpKind::kTanh: case OpKind::kLogistic: case OpKind::kSqrt:
     case OpKind::kRsqrt: case OpKind::kSin: case OpKind::kCos: case OpKind::kErf:
-    case OpKind::kFloor: case OpKind::kCeil: case OpKind::kSign:
-    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv:
-    case OpKind::kRem: case OpKind::kPow: case OpKind::kMax: case OpKind::kMin:
-    case OpKind::kAtan2: case OpKind::kClamp:
+    case OpKind::kFloor: case OpKind::kCeil: case OpKind::kPow: case OpKind::kAtan2:
       return IsF(r) && all_ops(IsF);
+    case OpKind::kNeg: case OpKind::kAbs: case OpKind::kSign:
+    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv:
+    case OpKind::kRem: case OpKind::kMax: case OpKind::kMin: case OpKind::kClamp:
+      return IsNum(r) && all_ops([&](DType t) { return t == r; });
     case OpKind::kIsFinite:
-    case OpKind::kCompare:
       return r == DType::kBool && all_ops(IsF);
+    case OpKind::kCompare:
+      return r == DType::kBool && all_ops(IsFB);
     case OpKind::kNot: case OpKind::kAnd: case OpKind::kOr: case OpKind::kXor:
-      return r == DType::kBool && all_ops([](DType t) { return t == DType::kBool; });
+      return IsIB(r) && all_ops([&](DType t) { return t == r; });
+    case OpKind::kIota:
+      return IsFB(r);
+    case OpKind::kSlice:
+    case OpKind::kTranspose:
+      return IsFB(r) && n.operand(0)->dtype() == r;
     case OpKind::kSelect:
       return IsFB(r) && n.operand(0)->dtype() == DType::kBool && n.operand(1)->dtype() == r &&
              n.operand(2)->dtype() == r;
@@ -89,6 +101,13 @@ std::vector<Kernel> FuseFunction(const ir::Function& f) {
     group_of[n].push_back(static_cast<int>(groups.size()) - 1);
   };
 
+  // A slice or transpose reads its operand at a mapped index: the operand never joins its group.
+  auto mapped_user_in = [&](const Value* v, int g) {
+    for (const Node* u : users[v])
+      if (IsIndexMap(*u) && groups[g].members.count(u)) return true;
+    return false;
+  };
+
   for (size_t k = nodes.size(); k-- > 0;) {
     const Node* n = nodes[k].get();
     if (n->op() == OpKind::kParameter || n->op() == OpKind::kConstant) continue;
@@ -105,7 +124,8 @@ std::vector<Kernel> FuseFunction(const ir::Function& f) {
       for (const Node* u : us) {
         bool in = false;
         for (int g : group_of[u]) {
-          if (groups[g].fused && groups[g].elements == count && groups[g].members.count(u)) {
+          if (groups[g].fused && groups[g].elements == count && groups[g].members.count(u) &&
+              !IsIndexMap(*u)) {
             if (joined.insert(g).second) {
               groups[g].members.insert(n);
               group_of[n].push_back(g);
@@ -131,13 +151,15 @@ std::vector<Kernel> FuseFunction(const ir::Function& f) {
       }
       target = gs[0];
     }
+    if (target >= 0 && mapped_user_in(v, target)) ok = false;
     if (!ok || target < 0) {
       // Multi-output fusion: join the fused group T of some users when every other user comes
       // after T's root (then no other user can feed T: no cycle) and n becomes an extra output.
       target = -1;
       for (const Node* u : us) {
         const std::vector<int>& gs = group_of[u];
-        if (gs.size() == 1 && groups[gs[0]].fused && groups[gs[0]].elements == count) {
+        if (gs.size() == 1 && groups[gs[0]].fused && groups[gs[0]].elements == count &&
+            !mapped_user_in(v, gs[0])) {
           target = gs[0];
           break;
         }

@@ -1,18 +1,20 @@
 // Loop fusion: partitions a function's nodes into kernels (docs/compiler.md).
 //
-// A fused kernel is a connected set of elementwise ops (f32/f64, with bool predicates), plus the
-// broadcast_in_dim and reshape nodes that feed them, all over one loop domain (the element count
-// of the group's results). Every node of a group is evaluated at the flat output index i of one
-// loop; reshape and count-preserving broadcasts are identities on i, a broadcast_in_dim of a
-// value from outside the group reads that value at an index computed from i. A producer joins its
+// A fused kernel is a connected set of elementwise ops (f32/f64, bool, and the integer dtypes
+// i8/i32/i64/u8/u32), plus the broadcast_in_dim, reshape, slice, transpose and iota nodes that
+// feed them, all over one loop domain (the element count of the group's results). Every node of
+// a group is evaluated at the flat output index i of one loop; reshape and count-preserving
+// broadcasts are identities on i, a broadcast_in_dim, slice or transpose of a value from outside
+// the group reads that value at an index computed from i (the operand of a slice or transpose
+// is never in the group), an iota computes its value from i. A producer joins its
 // consumers' group when all its users are in that group and it has the group's element count,
 // or when its other users all come after the group's last node (multi-output fusion: it is then
 // also written out); otherwise it is materialized by a group of its own. A broadcast of a scalar or of a constant is
 // duplicated into every consumer group (recomputed per element) and materialized only when a
 // non-fused node or the function's results need it.
 //
-// Every other node (dot_general, reduce, transpose, gather, ...; and elementwise ops on other
-// dtypes) is a kernel of its own that the runtime's per-node executor runs. Parameters and
+// Every other node (dot_general, reduce, gather, ...; and elementwise ops on bf16/f16, integer
+// pow) is a kernel of its own that the runtime's per-node executor runs. Parameters and
 // constants are not kernels: they only bind buffers.
 #pragma once
 
@@ -34,6 +36,10 @@ struct Kernel {
 
 // True for nodes a fused kernel can evaluate (op and dtypes).
 bool IsFusible(const ir::Node& n);
+
+// slice and transpose: inside a fused kernel they read their operand (always a value from
+// outside the group) at an index computed from i.
+bool IsIndexMap(const ir::Node& n);
 
 // The kernels of `f` in a valid execution order (every input is a parameter, a constant or an
 // output of an earlier kernel).

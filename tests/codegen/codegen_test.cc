@@ -10,7 +10,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <climits>
 #include <map>
+
+#include <fmt/format.h>
 
 #include "autodiff/vjp.h"
 #include "core/flags.h"
@@ -347,6 +350,124 @@ TEST(CompiledBackendTest, RandomElementwiseProgramsBitwiseEqual) {
               static_cast<long long>(stats1.disk_hits - stats0.disk_hits));
   EXPECT_GE(compared, 400);
   EXPECT_GE(fused_programs, 200);  // the rest fold to constants or have no float elementwise op
+}
+
+// Integer dtypes, converts to and from floats, and the index maps (slice, transpose, iota) in
+// fused kernels: bit for bit against the interpreter.
+TEST(CompiledBackendTest, RandomIntegerProgramsBitwiseEqual) {
+  testing::RegisterTestCustomCalls();
+  testing::RandomModuleOptions opts;
+  opts.dtypes = {DType::kI8, DType::kI32, DType::kI64, DType::kU8, DType::kU32, DType::kF32,
+                 DType::kF64};
+  opts.num_nodes = 10;
+  opts.max_functions = 1;
+  opts.ops = {OpKind::kNeg, OpKind::kAbs, OpKind::kSign, OpKind::kAdd, OpKind::kSub, OpKind::kMul,
+              OpKind::kDiv, OpKind::kRem, OpKind::kMax, OpKind::kMin, OpKind::kClamp,
+              OpKind::kCompare, OpKind::kSelect, OpKind::kConvert, OpKind::kNot, OpKind::kAnd,
+              OpKind::kOr, OpKind::kXor, OpKind::kBroadcastInDim, OpKind::kReshape,
+              OpKind::kSlice, OpKind::kTranspose, OpKind::kIota, OpKind::kExp, OpKind::kSqrt};
+  int compared = 0, fused_programs = 0;
+  for (uint64_t seed = 5000; seed < 5000 + Seeds(300); ++seed) {
+    std::unique_ptr<ir::Module> m = testing::RandomModule(seed, opts);
+    std::vector<Literal> args = testing::RandomArguments(*m->entry(), seed);
+    ExpectSame(*m, args, "seed " + std::to_string(seed));
+    if (HasFatalFailure()) return;
+    auto copy = m->Clone();
+    fused_programs += CountFused(FuseOptimized(*copy)) > 0;
+    ++compared;
+  }
+  std::printf("[stats] %d integer programs, %d with fused kernels\n", compared, fused_programs);
+  EXPECT_GE(fused_programs, 150);
+}
+
+// Integer edge cases in one fused kernel per dtype: division and remainder by 0 and -1 (MIN / -1),
+// wrapping add/sub/mul/neg/abs, and float -> integer converts of NaN, +-inf, out of range and
+// fractional values, integer -> float rounding.
+template <typename T>
+Literal IntVec(DType t, const std::vector<T>& v) {
+  return Literal::FromVector(t, Shape{static_cast<int64_t>(v.size())}, v);
+}
+
+TEST(CompiledBackendTest, IntegerEdgeCasesBitwiseEqual) {
+  auto run = [&](DType t, Literal a, Literal b) {
+    const int64_t n = a.NumElements();
+    ir::Module m("int_edges");
+    Builder bb(m.AddFunction("main"));
+    Value* x = bb.Parameter(0, TensorType(t, Shape{n}), "x");
+    Value* y = bb.Parameter(1, TensorType(t, Shape{n}), "y");
+    std::vector<Value*> rs = {bb.Div(x, y), bb.Build1(OpKind::kRem, {x, y}), bb.Add(x, y),
+                              bb.Sub(x, y), bb.Mul(x, y), bb.Unary(OpKind::kNeg, x),
+                              bb.Unary(OpKind::kAbs, x), bb.Unary(OpKind::kSign, x),
+                              bb.Build1(OpKind::kMax, {x, y}), bb.Convert(x, DType::kF32),
+                              bb.Convert(x, DType::kF64), bb.Convert(x, DType::kI8),
+                              bb.Convert(x, DType::kU32), bb.Convert(x, DType::kBool)};
+    bb.Return(rs);
+    ExpectSame(m, {a, b}, std::string("int edges ") + std::string(DTypeName(t)));
+  };
+  const int64_t i64min = INT64_MIN, i64max = INT64_MAX;
+  run(DType::kI64, IntVec<int64_t>(DType::kI64, {i64min, i64min, 7, -7, 7, -7, 0, i64max, i64max, 123456789012345LL, -3, (1LL << 53) + 1}),
+      IntVec<int64_t>(DType::kI64, {-1, 0, 0, -1, 2, 2, 0, 1, i64max, 1000, -3, 3}));
+  run(DType::kI32, IntVec<int32_t>(DType::kI32, {INT32_MIN, INT32_MIN, 7, -7, 7, -7, 0, INT32_MAX, INT32_MAX, 16777217, -3, 5}),
+      IntVec<int32_t>(DType::kI32, {-1, 0, 0, -1, 2, 2, 0, 1, INT32_MAX, 256, -3, -2}));
+  run(DType::kI8, IntVec<int8_t>(DType::kI8, {-128, -128, 7, -7, 7, -7, 0, 127, 127, 100, -3, 5}),
+      IntVec<int8_t>(DType::kI8, {-1, 0, 0, -1, 2, 2, 0, 1, 127, 100, -3, -2}));
+  run(DType::kU32, IntVec<uint32_t>(DType::kU32, {0xffffffffu, 0xffffffffu, 7, 0x80000000u, 16777217u, 0xffffff80u, 0, 1}),
+      IntVec<uint32_t>(DType::kU32, {0, 1, 0, 0xffffffffu, 256, 3, 0, 2}));
+  run(DType::kU8, IntVec<uint8_t>(DType::kU8, {255, 255, 7, 128, 200, 0, 0, 1}),
+      IntVec<uint8_t>(DType::kU8, {0, 1, 0, 255, 200, 3, 0, 2}));
+  // float -> integer: NaN, +-inf, out of range, fractions; each target dtype.
+  const float nan = std::nanf(""), inf = INFINITY;
+  std::vector<float> fv = {nan, -nan, inf, -inf, 0.0f, -0.0f, 0.5f, -0.5f, -0.99f, 1.99f, -1.99f,
+                           127.5f, 128.0f, -128.5f, -129.0f, 255.9f, 256.0f, 2147483520.0f, 2147483648.0f,
+                           -2147483648.0f, -2147483904.0f, 4294967040.0f, 4294967296.0f,
+                           9.2233715e18f, -9.2233715e18f, 9.223371e18f, 1e30f, -1e30f, 3.7f, -3.7f};
+  for (DType to : {DType::kI8, DType::kI32, DType::kI64, DType::kU8, DType::kU32, DType::kBool}) {
+    for (DType from : {DType::kF32, DType::kF64}) {
+      const int64_t n = static_cast<int64_t>(fv.size());
+      ir::Module m("f2i");
+      Builder bb(m.AddFunction("main"));
+      Value* x = bb.Parameter(0, TensorType(from, Shape{n}), "x");
+      bb.Return({bb.Convert(x, to)});
+      Literal lit = Literal::FromVector(DType::kF32, Shape{n}, fv);
+      if (from == DType::kF64) {
+        std::vector<double> dv(fv.begin(), fv.end());
+        dv[0] = 9223372036854775807.0;  // 2^63
+        dv[1] = -9223372036854775808.0;
+        dv[2] = 4294967295.5;
+        dv[3] = 2147483647.9;
+        lit = Literal::FromVector(DType::kF64, Shape{n}, dv);
+      }
+      ExpectSame(m, {lit}, fmt::format("convert {} -> {}", DTypeName(from), DTypeName(to)));
+    }
+  }
+}
+
+// slice, transpose and iota read through index maps: the randn shape (a [2, ...] slab sliced in
+// two halves) is one fused kernel, and the sliced input is not "at index".
+TEST(FusionTest, SliceTransposeIotaAreIndexMaps) {
+  ir::Module m("maps");
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, F32({2, 6, 4}), "x");
+  Value* t = b.Parameter(1, F32({4, 6}), "t");
+  Value* z = b.Parameter(2, F32({6, 4}), "z");
+  auto half = [&](int64_t k) {
+    return b.Reshape(b.Build1(OpKind::kSlice, {x}, ir::SliceAttrs{{k, 0, 0}, {k + 1, 6, 4}, {1, 1, 1}}),
+                     Shape{6, 4});
+  };
+  Value* tt = b.Build1(OpKind::kTranspose, {t}, ir::TransposeAttrs{{1, 0}});
+  Value* io = b.Convert(b.Iota(TensorType(DType::kI32, Shape{6, 4}), 1), DType::kF32);
+  Value* y = b.Add(b.Mul(half(0), b.Unary(OpKind::kCos, half(1))), b.Add(tt, io));
+  b.Return({b.Mul(y, z)});
+  auto ks = FuseOptimized(m);
+  ASSERT_EQ(ks.size(), 1u) << codegen::DescribeKernels(ks);
+  ASSERT_TRUE(ks[0].fused);
+  const std::vector<bool> at = codegen::InputsReadAtIndex(ks[0]);
+  for (size_t j = 0; j < at.size(); ++j) {
+    EXPECT_EQ(at[j], ks[0].inputs[j]->shape() == Shape({6, 4})) << j;
+  }
+  std::vector<Literal> args = {RandomLiteral(DType::kF32, {2, 6, 4}, 1), RandomLiteral(DType::kF32, {4, 6}, 2),
+                               RandomLiteral(DType::kF32, {6, 4}, 3)};
+  ExpectSame(m, args, "index maps");
 }
 
 // Every op and dtype: non-fused nodes run on the cpu executor's kernels (or the interpreter's).
