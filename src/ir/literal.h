@@ -74,6 +74,13 @@ class Literal {
   template <typename T>
   T* mutable_data() { return reinterpret_cast<T*>(bytes_.data()); }
 
+  // Reinterprets the storage as `type`, which must have the same byte size (the executors
+  // recycle a dead buffer for a result of another shape or dtype; the contents are unspecified).
+  void Retype(TensorType type) {
+    AXLE_CHECK(type.ByteSize() == type_.ByteSize(), "Retype: {} as {}", type_.ToString(), type.ToString());
+    type_ = std::move(type);
+  }
+
   // Element i (flat, row-major) as a double; bf16/f16 are widened exactly, i64/u32 may round.
   double GetDouble(int64_t i) const;
   // Element i as an int64 (floats truncate toward zero; out of range saturates, NaN -> 0).

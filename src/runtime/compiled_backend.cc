@@ -81,6 +81,9 @@ std::unique_ptr<Executable> CompileModule(const ir::Module& module, DiskCache* c
     g.outputs = kern.outputs;
     g.input_at_index = codegen::InputsReadAtIndex(kern);
     g.first = kern.nodes[0];
+    g.is_copy = kern.inputs.size() == 1 && kern.outputs.size() == 1 &&
+                std::all_of(kern.nodes.begin(), kern.nodes.end(),
+                            [](const Node* n) { return n->op() == OpKind::kReshape; });
     if (profile::Enabled()) {
       std::vector<std::string> names;
       for (const Node* n : kern.nodes) names.emplace_back(n->name());

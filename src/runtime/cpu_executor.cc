@@ -242,9 +242,11 @@ void CpuExecutable::Release(std::vector<SlotState>& slots, int s) {
 }
 
 BufferPtr CpuExecutable::Allocate(const ir::TensorType& type, bool& donated) {
+  const int64_t bytes = type.ByteSize();
   for (size_t i = 0; i < free_.size(); ++i) {
-    if (free_[i].buf->type() == type) {
+    if (free_[i].buf->type().ByteSize() == bytes) {
       BufferPtr b = std::move(free_[i].buf);
+      if (b->type() != type) b->Retype(type);
       donated = free_[i].donated;
       free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
       return b;
@@ -262,6 +264,7 @@ void CpuExecutable::RunGenerated(const Step& st, std::vector<SlotState>& slots) 
   std::vector<const void*> in(st.operands.size());
   std::vector<void*> out(st.results.size());
   std::vector<bool> taken(st.operands.size(), false);
+  bool aliased = false;
   for (size_t j = 0; j < st.operands.size(); ++j)
     in[j] = slots[static_cast<size_t>(st.operands[j])].buf->bytes().data();
   for (size_t r = 0; r < st.results.size(); ++r) {
@@ -272,21 +275,24 @@ void CpuExecutable::RunGenerated(const Step& st, std::vector<SlotState>& slots) 
       const int s = st.operands[j];
       SlotState& src = slots[static_cast<size_t>(s)];
       if (taken[j] || !g.input_at_index[j] || !src.writable || src.buf.use_count() != 1 ||
-          src.buf->type() != type ||
+          src.buf->dtype() != type.dtype || src.buf->NumElements() != type.NumElements() ||
           std::find(st.release.begin(), st.release.end(), s) == st.release.end())
         continue;
       taken[j] = true;
       buf = src.buf;  // the input slot keeps its reference until released after the step
       donated = src.donated;
+      aliased = true;
     }
     if (!buf) buf = Allocate(type, donated);
     if (donated) ++stats_.donated_reused;
+    if (buf->type() != type) buf->Retype(type);
     out[r] = buf->mutable_bytes().data();
     SlotState& res = slots[static_cast<size_t>(st.results[r])];
     res.buf = std::move(buf);
     res.writable = true;
     res.donated = donated;
   }
+  if (g.is_copy && aliased) return;  // the output is the input's storage already
   const GeneratedKernel::Fn fn = g.fn;
   const void* const* pin = in.data();
   void* const* pout = out.data();

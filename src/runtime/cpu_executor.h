@@ -20,9 +20,13 @@ struct GeneratedKernel {
   int64_t elements = 0;
   std::vector<const ir::Value*> inputs;
   std::vector<const ir::Value*> outputs;
-  // input_at_index[j]: the loop reads inputs[j] only at element i, so an output of the same type
-  // may be written into its storage when the input dies here (in place).
+  // input_at_index[j]: the loop reads inputs[j] only at element i, so an output of the same
+  // dtype and element count may be written into its storage when the input dies here (in place;
+  // the buffer is retyped to the output's shape).
   std::vector<bool> input_at_index;
+  // The kernel only copies its one input to its one output (a group of reshapes): when the output
+  // takes the input's storage, the call is skipped.
+  bool is_copy = false;
   const ir::Node* first = nullptr;  // for error messages
   std::string label;                // AXLE_PROFILE
 };
