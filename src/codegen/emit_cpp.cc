@@ -187,6 +187,41 @@ inline float ax_flogistic(float x) {
   const float d = 1.0f + e;
   return x >= 0.0f ? 1.0f / d : (x != x ? x : e / d);
 }
+// sin/cos: n = rint(x 2/pi), r = x - n pi/2 in double (Cody-Waite: pi/2 in parts of 26, 26 and
+// 53 bits, so n P1 and n P2 are exact and r is accurate for |x| < 2^27 pi/2 ~ 2.1e8); sin and
+// cos of r in [-pi/4, pi/4] by Taylor polynomials in double; the quadrant (n + shift) mod 4
+// picks and signs one of them; one rounding to float. Beyond ~2.1e8 the reduction is inexact:
+// the result is clamped to [-1, 1] but has no accuracy.
+inline float ax_fsc(float xf, double shift) {
+  const double x = xf;
+  const double n = __builtin_rint(x * 0.63661977236758134308);
+  double r = x - n * 0x1.921fb58p+0;
+  r = r - n * -0x1.dde974p-27;
+  r = r - n * 0x1.1a62633145c07p-54;
+  double q = n + shift;
+  q = q - 4.0 * __builtin_floor(q * 0.25);
+  const double z = r * r;
+  double sp = -2.5052108385441720e-08;
+  sp = sp * z + 2.7557319223985891e-06;
+  sp = sp * z - 1.9841269841269841e-04;
+  sp = sp * z + 8.3333333333333333e-03;
+  sp = sp * z - 1.6666666666666666e-01;
+  const double sr = r + r * (z * sp);
+  double cp = 2.0876756987868099e-09;
+  cp = cp * z - 2.7557319223985891e-07;
+  cp = cp * z + 2.4801587301587302e-05;
+  cp = cp * z - 1.3888888888888889e-03;
+  cp = cp * z + 4.1666666666666664e-02;
+  cp = cp * z - 0.5;
+  const double cr = 1.0 + z * cp;
+  double v = (q == 1.0 || q == 3.0) ? cr : sr;
+  v = q >= 2.0 ? -v : v;
+  v = v > 1.0 ? 1.0 : v;
+  v = v < -1.0 ? -1.0 : v;
+  return static_cast<float>(v);
+}
+inline float ax_fsin(float x) { return x == 0.0f ? x : ax_fsc(x, 0.0); }  // keeps -0
+inline float ax_fcos(float x) { return ax_fsc(x, 1.0); }
 // erf: x P(x^2) / Q(x^2) on [-4, 4] (Eigen's rational approximation); +-1 beyond.
 inline float ax_ferf(float x) {
   float c = x > 4.0f ? 4.0f : x;
@@ -287,6 +322,8 @@ std::string Expr(const Node& n, const std::vector<std::string>& a, const EmitOpt
       case OpKind::kTanh: return call("ax_ftanh");
       case OpKind::kLogistic: return call("ax_flogistic");
       case OpKind::kErf: return call("ax_ferf");
+      case OpKind::kSin: if (options.fast_trig) return call("ax_fsin"); break;
+      case OpKind::kCos: if (options.fast_trig) return call("ax_fcos"); break;
       default: break;
     }
   }
@@ -371,25 +408,38 @@ std::string Coord(const std::vector<int64_t>& dims, const std::vector<int64_t>& 
   return c;
 }
 
-// Flat index into a slice's or transpose's operand for flat output index `i`.
+// Flat index into a slice's or transpose's operand for flat output index `i`. Output dims of size
+// 1 are dropped and adjacent dims that stay contiguous in the operand are merged first, so a
+// slice along the leading dim is `i + offset` (no division, vectorises).
 std::string MappedIndex(const Node& n) {
   const std::vector<int64_t>& out = n.result()->shape().dims();
   const std::vector<int64_t>& in = n.operand(0)->shape().dims();
-  const std::vector<int64_t> os = RowMajorStrides(out), is = RowMajorStrides(in);
-  std::vector<std::string> terms;
+  const std::vector<int64_t> is = RowMajorStrides(in);
+  std::vector<int64_t> size, step;  // per merged output dim: extent, operand elements per unit
   int64_t offset = 0;
   for (size_t d = 0; d < out.size(); ++d) {
-    int64_t step = 0;  // operand elements per unit of output coordinate d
+    int64_t st = 0;
     if (n.op() == OpKind::kSlice) {
       const auto& a = n.attrs_as<ir::SliceAttrs>();
       offset += a.start[d] * is[d];
-      step = a.strides[d] * is[d];
+      st = a.strides[d] * is[d];
     } else {
-      step = is[static_cast<size_t>(n.attrs_as<ir::TransposeAttrs>().perm[d])];
+      st = is[static_cast<size_t>(n.attrs_as<ir::TransposeAttrs>().perm[d])];
     }
-    if (out[d] == 1 || step == 0) continue;
-    const std::string c = Coord(out, os, d);
-    terms.push_back(step == 1 ? c : fmt::format("{} * {}", c, step));
+    if (out[d] == 1) continue;
+    if (!size.empty() && step.back() == st * out[d]) {
+      size.back() *= out[d];
+      step.back() = st;
+    } else {
+      size.push_back(out[d]);
+      step.push_back(st);
+    }
+  }
+  const std::vector<int64_t> os = RowMajorStrides(size);
+  std::vector<std::string> terms;
+  for (size_t d = 0; d < size.size(); ++d) {
+    const std::string c = Coord(size, os, d);
+    terms.push_back(step[d] == 1 ? c : fmt::format("{} * {}", c, step[d]));
   }
   if (offset != 0 || terms.empty()) terms.push_back(fmt::format("{}", offset));
   return fmt::format("{}", fmt::join(terms, " + "));

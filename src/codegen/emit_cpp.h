@@ -4,14 +4,17 @@
 //   extern "C" void kN(const void* const* in, void* const* out, int64_t begin, int64_t end)
 // with one flat loop over [begin, end) of the kernel's domain whose body evaluates the group per
 // element: in[j] points at kernel.inputs[j]'s elements, out[j] at kernel.outputs[j]'s. Scalars
-// are read at element 0; a broadcast of an outside value reads it at an index computed from i
-// with constant strides baked in. The numerics are the interpreter's, operation by operation:
+// are read at element 0 (integer scalar constants are inlined as literals); a broadcast, slice or
+// transpose of an outside value reads it at an index computed from i with constant strides and
+// offsets baked in; iota computes its value from i. Integer ops wrap and follow the
+// interpreter's division-by-zero, MIN / -1 and saturating float -> int rules. The numerics are the interpreter's, operation by operation:
 // f32 in float, f64 in double, transcendental functions from <cmath> (std::exp(float) etc., the
 // same C library calls), the max/min NaN and signed-zero rule, f64 -> f32 rounding once. The
 // translation unit includes only <cmath> and <cstdint>, and must be compiled with
 // -ffp-contract=off (no fused multiply-add: the interpreter rounds every operation).
 //
-// With EmitOptions::exact_math = false, f32 exp, log, log1p, tanh, logistic and erf are instead
+// With EmitOptions::exact_math = false, f32 exp, log, log1p, tanh, logistic and erf (and sin/cos
+// with fast_trig) are instead
 // branch-free polynomial approximations from the generated prelude (ax_fexp, ...) that GCC
 // vectorises; their accuracy in ulp is in docs/compiler.md. f64 keeps the <cmath> functions.
 //
@@ -38,13 +41,18 @@ struct EmittedModule {
 
 struct EmitOptions {
   // true: transcendental functions are the C library's (bitwise equal to the interpreter);
-  // false: f32 exp/log/log1p/tanh/logistic/erf as vectorisable approximations (docs/compiler.md).
+  // false: f32 exp/log/log1p/tanh/logistic/erf/sin/cos as vectorisable approximations
+  // (docs/compiler.md).
   bool exact_math = true;
+  // With exact_math = false: f32 sin/cos as the vectorisable ax_fsin/ax_fcos too. Off by default
+  // (the compiled backend leaves it off): they are accurate (0.5 ulp) only for |x| <= ~2.1e8, and
+  // beyond that return a value in [-1, 1] with no accuracy (no Payne-Hanek reduction yet).
+  bool fast_trig = false;
 };
 
 // One translation unit holding every fused kernel of `kernels`; kernel i is named "k<i>".
 // Per input of a fused kernel: true when every read of it inside the loop is at the flat index i
-// (not through broadcast_in_dim's computed index, not as a scalar at element 0 when
+// (not through a broadcast_in_dim, slice or transpose's computed index, not as a scalar at element 0 when
 // num_elements != 1). Such an input's buffer may be reused as an output of the same kernel.
 // All false for a non-fused kernel.
 std::vector<bool> InputsReadAtIndex(const Kernel& k);

@@ -625,6 +625,107 @@ TEST(CompiledBenchmarkTest, GeluAndAdamW) {
   }
 }
 
+// randn as src/frontend/creation.cc builds it: u32 Philox bits of [2, R, C], the top 24 bits
+// (div by 256) to f32 in [0, 1), the two halves sliced and reshaped, Box-Muller.
+void BuildRandn(ir::Module& m, int64_t R, int64_t C) {
+  Builder b(m.AddFunction("main"));
+  Value* key = b.Constant(Literal::FromVector<uint32_t>(DType::kU32, Shape{2}, {42u, 0u}));
+  Value* counter = b.Constant(Literal(TensorType(DType::kU32, Shape{4})));
+  const Shape two{2, R, C}, one{R, C};
+  Value* bits = b.Build1(OpKind::kRngBitGenerator, {key, counter}, ir::NoAttrs{},
+                         {TensorType(DType::kU32, two)});
+  auto full = [&](DType t, double v, const Shape& s) { return b.BroadcastInDim(b.Scalar(t, v), s, {}); };
+  Value* top = b.Div(bits, full(DType::kU32, 256.0, two));
+  Value* u = b.Mul(b.Convert(top, DType::kF32), full(DType::kF32, 1.0 / 16777216.0, two));
+  auto half = [&](int64_t k) {
+    return b.Reshape(b.Build1(OpKind::kSlice, {u}, ir::SliceAttrs{{k, 0, 0}, {k + 1, R, C}, {1, 1, 1}}), one);
+  };
+  Value* u1 = half(0);
+  Value* u2 = half(1);
+  Value* rad = b.Unary(OpKind::kSqrt, b.Mul(b.Unary(OpKind::kLog, b.Sub(full(DType::kF32, 1.0, one), u1)),
+                                            full(DType::kF32, -2.0, one)));
+  b.Return({b.Mul(rad, b.Unary(OpKind::kCos, b.Mul(u2, full(DType::kF32, 2.0 * M_PI, one))))});
+}
+
+// The randn graph is 3 kernels: rng_bit_generator, fused{div, convert, mul} over [2, R, C] and
+// the Box-Muller kernel reading both halves through slice index maps (before integer fusion
+// and slice index maps: 7 -- rng, div, convert, fused{mul}, slice, slice, fused{...}).
+TEST(FusionTest, RandnGraphIsThreeKernels) {
+  ir::Module m("randn");
+  BuildRandn(m, 64, 48);
+  {
+    auto copy = m.Clone();
+    auto ks = FuseOptimized(*copy);
+    std::printf("[randn] %s\n", codegen::DescribeKernels(ks).c_str());
+    ASSERT_EQ(ks.size(), 3u) << codegen::DescribeKernels(ks);
+    EXPECT_FALSE(ks[0].fused);
+    EXPECT_TRUE(ks[1].fused);
+    EXPECT_EQ(ks[1].num_elements, 2 * 64 * 48);
+    EXPECT_TRUE(ks[2].fused);
+    EXPECT_EQ(ks[2].num_elements, 64 * 48);
+  }
+  ExpectSame(m, {}, "randn");
+}
+
+// Prints randn of [50257, 768] f32 (GPT-2's token embedding) end to end: cpu backend (the per-op
+// kernels unfused integer ops used to fall back to) against compiled, exact and fast math.
+TEST(CompiledBenchmarkTest, RandnEmbedding) {
+  const int64_t R = 50257, C = 768;
+  ir::Module m("randn_big");
+  BuildRandn(m, R, C);
+  std::vector<BufferPtr> out_cpu, out_exact, out_fast;
+  auto cpu = runtime::GetBackend("cpu").Compile(m);
+  const double t_cpu = BestSeconds(*cpu, {}, &out_cpu, 1);
+  double t_exact = 0, t_fast = 0;
+  int64_t kernels = 0;
+  {
+    FastMathScope exact(false);
+    auto exe = runtime::GetBackend("compiled").Compile(m);
+    t_exact = BestSeconds(*exe, {}, &out_exact, 2);
+    kernels = exe->last_stats().kernels_run;
+  }
+  {
+    FastMathScope fast(true);
+    auto exe = runtime::GetBackend("compiled").Compile(m);
+    t_fast = BestSeconds(*exe, {}, &out_fast, 2);
+  }
+  // The Box-Muller kernel alone with fast sin/cos (EmitOptions::fast_trig, off in the backend).
+  double t_trig_exact = 0, t_trig_fast = 0;
+  {
+    auto copy = m.Clone();
+    auto ks = FuseOptimized(*copy);
+    const codegen::Kernel& k = ks.back();
+    std::vector<float> uni(static_cast<size_t>(2 * R * C));
+    for (size_t i = 0; i < uni.size(); ++i) uni[i] = static_cast<float>((i * 2654435761u) % 16777216u) / 16777216.0f;
+    std::vector<float> res(static_cast<size_t>(R * C));
+    for (bool trig : {false, true}) {
+      const codegen::EmittedModule em = codegen::EmitCpp(ks, {.exact_math = false, .fast_trig = trig});
+      auto lib = codegen::CompileAndLoad(em.source, nullptr);
+      using Fn = void (*)(const void* const*, void* const*, int64_t, int64_t);
+      auto fn = reinterpret_cast<Fn>(lib->Symbol(em.symbols.back()));
+      std::vector<const void*> in(k.inputs.size(), uni.data());
+      void* out[1] = {res.data()};
+      double best = 1e30;
+      for (int r = 0; r < 2; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        fn(in.data(), out, 0, R * C);  // one thread
+        best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+      (trig ? t_trig_fast : t_trig_exact) = best;
+    }
+  }
+  EXPECT_TRUE(runtime::testutil::SameBits(*out_cpu[0], *out_exact[0]));
+  double max_diff = 0;
+  for (int64_t i = 0; i < R * C; i += 97)
+    max_diff = std::max(max_diff, std::fabs(out_exact[0]->GetDouble(i) - out_fast[0]->GetDouble(i)));
+  std::printf("[bench] randn f32[%lld,%lld]: cpu %.1f ms (%lld kernels); compiled (%lld kernels) exact %.1f ms, "
+              "fast %.1f ms (max |fast - exact| %.2g on a sample); Box-Muller kernel on one thread: "
+              "std::cos %.1f ms, fast_trig %.1f ms\n", static_cast<long long>(R),
+              static_cast<long long>(C), t_cpu * 1e3, static_cast<long long>(cpu->last_stats().kernels_run),
+              static_cast<long long>(kernels), t_exact * 1e3, t_fast * 1e3, max_diff,
+              t_trig_exact * 1e3, t_trig_fast * 1e3);
+}
+
 // ----- compile, cache, failures --------------------------------------------------------------
 
 TEST(JitTest, SecondCompileInAFreshBackendHitsTheDiskCache) {

@@ -69,6 +69,34 @@ std::vector<T> RunUnary(OpKind op, const std::vector<T>& xs, bool fast) {
   return std::vector<T>(p, p + n);
 }
 
+// sin/cos are fast only with EmitOptions::fast_trig, which the compiled backend leaves off: run
+// them through EmitCpp and the JIT directly.
+std::vector<float> RunTrig(OpKind op, const std::vector<float>& xs) {
+  const int64_t n = static_cast<int64_t>(xs.size());
+  ir::Module m("trig");
+  Builder b(m.AddFunction("main"));
+  b.Return({b.Unary(op, b.Parameter(0, TensorType(DType::kF32, Shape{n}), "x"))});
+  auto ks = codegen::FuseFunction(*m.entry());
+  EXPECT_EQ(ks.size(), 1u);
+  const std::string src = codegen::EmitCpp(ks, {.exact_math = false, .fast_trig = true}).source;
+  EXPECT_NE(src.find(op == OpKind::kSin ? "ax_fsin(" : "ax_fcos("), std::string::npos);
+  auto lib = codegen::CompileAndLoad(src, nullptr);
+  using Fn = void (*)(const void* const*, void* const*, int64_t, int64_t);
+  auto fn = reinterpret_cast<Fn>(lib->Symbol("k0"));
+  std::vector<float> ys(xs.size());
+  const void* in[1] = {xs.data()};
+  void* out[1] = {ys.data()};
+  fn(in, out, 0, n);
+  return ys;
+}
+
+template <typename T>
+std::vector<T> RunFn(OpKind op, const std::vector<T>& xs) {
+  if constexpr (sizeof(T) == 4)
+    if (op == OpKind::kSin || op == OpKind::kCos) return RunTrig(op, xs);
+  return RunUnary<T>(op, xs, /*fast=*/true);
+}
+
 // |got - want| in units of the ulp of the float nearest to want (subnormal ulp 2^-149 at the
 // bottom); infinities and NaN must match exactly (else a huge error).
 double UlpError(float got, double want) {
@@ -87,6 +115,7 @@ struct Fn {
   std::function<double(double)> ref;
   float lo, hi;    // the dense linear sweep
   double max_ulp;  // the documented bound
+  double max_abs = INFINITY;  // the bound holds for |x| <= max_abs (sin/cos: the reduction's range)
 };
 
 double Logistic(double x) { return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x)); }
@@ -99,6 +128,8 @@ const std::vector<Fn>& Functions() {
       {"tanh", OpKind::kTanh, [](double x) { return std::tanh(x); }, -10.f, 10.f, 1.5},
       {"logistic", OpKind::kLogistic, Logistic, -105.f, 20.f, 2.5},
       {"erf", OpKind::kErf, [](double x) { return std::erf(x); }, -5.f, 5.f, 8.0},
+      {"sin", OpKind::kSin, [](double x) { return std::sin(x); }, -1e4f, 1e4f, 1.0, 2e8},
+      {"cos", OpKind::kCos, [](double x) { return std::cos(x); }, -1e4f, 1e4f, 1.0, 2e8},
   };
   return fns;
 }
@@ -117,19 +148,27 @@ std::vector<float> Inputs(const Fn& f) {
 TEST(FastMathTest, AccuracyWithinTheDocumentedUlp) {
   for (const Fn& f : Functions()) {
     const std::vector<float> xs = Inputs(f);
-    const std::vector<float> ys = RunUnary<float>(f.op, xs, /*fast=*/true);
+    const std::vector<float> ys = RunFn<float>(f.op, xs);
     double worst = 0, worst_lin = 0;
     float at = 0;
+    int64_t beyond = 0;
     for (size_t i = 0; i < xs.size(); ++i) {
       const double e = UlpError(ys[i], f.ref(static_cast<double>(xs[i])));
+      if (std::fabs(xs[i]) > f.max_abs) {
+        // Outside the reduction's range: finite in, a value in [-1, 1] out.
+        if (std::isfinite(xs[i])) EXPECT_LE(std::fabs(ys[i]), 1.0f) << f.name << "(" << xs[i] << ")";
+        ++beyond;
+        continue;
+      }
       if (e > worst) {
         worst = e;
         at = xs[i];
       }
       if (xs[i] >= f.lo && xs[i] <= f.hi) worst_lin = std::max(worst_lin, e);
     }
-    std::printf("[fast math] %-8s %zu inputs: max %.3f ulp (at %a = %g); in [%g, %g]: %.3f ulp\n",
-                f.name, xs.size(), worst, at, at, f.lo, f.hi, worst_lin);
+    std::printf("[fast math] %-8s %zu inputs: max %.3f ulp (at %a = %g); in [%g, %g]: %.3f ulp; "
+                "%lld beyond |x| > %g\n", f.name, xs.size(), worst, at, at, f.lo, f.hi, worst_lin,
+                static_cast<long long>(beyond), f.max_abs);
     EXPECT_LE(worst, f.max_ulp) << f.name << " at " << at;
   }
 }
@@ -141,9 +180,10 @@ TEST(FastMathTest, SpecialValues) {
                                  1.17549435e-38f, 20.f, -20.f, 9.5f, 4.f, -4.f, 3.9f, 1e-30f};
   std::map<OpKind, std::vector<float>> results;
   for (const Fn& f : Functions()) {
-    const std::vector<float>& ys = results[f.op] = RunUnary<float>(f.op, xs, /*fast=*/true);
+    const std::vector<float>& ys = results[f.op] = RunFn<float>(f.op, xs);
     for (size_t i = 0; i < xs.size(); ++i) {
       const double want = f.ref(static_cast<double>(xs[i]));
+      if (std::fabs(xs[i]) > f.max_abs && std::isfinite(xs[i])) continue;
       EXPECT_LE(UlpError(ys[i], want), f.max_ulp) << f.name << "(" << xs[i] << ") = " << ys[i] << ", want " << want;
       // Signed zeros as the C library has them (exp(-inf) = +0, tanh(-0) = -0, ...).
       if (static_cast<float>(want) == 0 && ys[i] == 0)
@@ -169,6 +209,10 @@ TEST(FastMathTest, SpecialValues) {
   EXPECT_EQ(one(OpKind::kErf, inf), 1.f);
   EXPECT_EQ(one(OpKind::kLogistic, -inf), 0.f);
   EXPECT_TRUE(std::isnan(one(OpKind::kErf, nan)));
+  EXPECT_TRUE(std::isnan(one(OpKind::kSin, inf)));
+  EXPECT_TRUE(std::isnan(one(OpKind::kCos, -inf)));
+  EXPECT_EQ(one(OpKind::kCos, 0.f), 1.f);
+  EXPECT_TRUE(std::signbit(one(OpKind::kSin, -0.f)));
 }
 
 // f64 keeps the C library in fast mode: bitwise equal to std::.
@@ -229,7 +273,7 @@ TEST(FastMathTest, LoopsVectorise) {
   Value* x = b.Parameter(0, TensorType(DType::kF32, Shape{1024}), "x");
   std::vector<Value*> rs;
   for (OpKind op : {OpKind::kExp, OpKind::kLog, OpKind::kLog1p, OpKind::kTanh, OpKind::kLogistic,
-                    OpKind::kErf, OpKind::kSqrt, OpKind::kRsqrt})
+                    OpKind::kErf, OpKind::kSqrt, OpKind::kRsqrt, OpKind::kSin, OpKind::kCos})
     rs.push_back(b.Unary(op, x));
   // gelu-tanh: 0.5 x (1 + tanh(0.79788456 (x + 0.044715 x^3))), constants as broadcast scalars.
   auto c = [&](double v) { return b.BroadcastInDim(b.Scalar(DType::kF32, v), Shape{1024}, {}); };
@@ -240,7 +284,7 @@ TEST(FastMathTest, LoopsVectorise) {
   rs.push_back(b.Build1(OpKind::kClamp, {b.Scalar(DType::kF32, -1.0), x, b.Scalar(DType::kF32, 1.0)}));
   b.Return(rs);
   auto ks = codegen::FuseFunction(*m.entry());
-  const std::string src = codegen::EmitCpp(ks, {.exact_math = false}).source;
+  const std::string src = codegen::EmitCpp(ks, {.exact_math = false, .fast_trig = true}).source;
   std::string log;
   const std::set<int> vec = VectorizedLines(src, &log);
   if (log.find("unrecognized") != std::string::npos) GTEST_SKIP() << log;
@@ -252,7 +296,7 @@ TEST(FastMathTest, LoopsVectorise) {
     }
     if (src[p] == '\n') ++line;
   }
-  EXPECT_EQ(loops, 11);
+  EXPECT_EQ(loops, 13);
 }
 
 }  // namespace
