@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <chrono>
 #include <unordered_map>
 
@@ -45,6 +47,13 @@ std::unique_ptr<Executable> CompileModule(const ir::Module& module, DiskCache* c
   codegen::EmittedModule em = codegen::EmitCpp(kernels, {.exact_math = !flags::fast_math()});
   std::shared_ptr<codegen::JitLibrary> lib;
   CompileInfo info;
+  if (const std::string dir = flags::dump_dir(); !dir.empty()) {
+    // AXLE_DUMP_DIR: the generated translation unit and the kernel list, next to the passes' dumps.
+    std::filesystem::create_directories(dir);
+    const std::string base = fmt::format("{}/{}-{}", dir, m->name(), codegen::JitCacheKey(em.source).substr(3, 12));
+    std::ofstream(base + ".cc", std::ios::binary) << em.source;
+    std::ofstream(base + ".kernels.txt", std::ios::binary) << codegen::DescribeKernels(kernels) << "\n";
+  }
   const bool any_fused = std::any_of(kernels.begin(), kernels.end(), [](const auto& k) { return k.fused; });
   if (any_fused) {
     codegen::BlobCache bc;
