@@ -103,15 +103,34 @@ else
   fi
 fi
 
+# The roofline: sgemm GFLOP/s of this machine's BLAS in this run (numpy's f32 matmul, 2048^3,
+# best of 5), and each trainer's model FLOP/s = 6 x parameters x tokens/s as a share of it.
+sgemm="$("$PYTHON" - <<'PY' 2>/dev/null
+import time
+import numpy as np
+a = np.random.rand(2048, 2048).astype(np.float32)
+b = np.random.rand(2048, 2048).astype(np.float32)
+a @ b
+best = min((lambda t: (a @ b, time.perf_counter() - t)[1])(time.perf_counter()) for _ in range(5))
+print(f"{2 * 2048 ** 3 / best / 1e9:.1f}")
+PY
+)"
+params="$(sed -n 's/.*(\([0-9.]*\)M parameters).*/\1/p' "$TMP/axle.out" 2>/dev/null | head -1)"
+roof() {  # tokens/s -> "NN%" of the sgemm roofline
+  [[ -n "$1" && -n "$sgemm" && -n "$params" ]] || return 0
+  awk -v tps="$1" -v p="$params" -v g="$sgemm" 'BEGIN{printf "%.0f%% of sgemm", 100 * 6 * p * 1e6 * tps / (g * 1e9)}'
+}
+
 echo
+[[ -n "$sgemm" ]] && echo "sgemm roofline: $sgemm GFLOP/s (numpy f32 2048^3, this run); model: ${params:-?}M parameters"
 printf '%-26s %14s\n' "" "tokens/s"
-printf '%-26s %14s\n' "axle train" "${axle_tps%% *}"
+printf '%-26s %14s   %s\n' "axle train" "${axle_tps%% *}" "$(roof "${axle_tps%% *}")"
 [[ -n "$axle_tps" ]] && printf '%-26s %14s\n' "  (compile, s)" "${axle_tps##* }"
-printf '%-26s %14s\n' "pytorch eager ($TORCH_THREADS thr)" "$torch_tps"
+printf '%-26s %14s   %s\n' "pytorch eager ($TORCH_THREADS thr)" "$torch_tps" "$(roof "$torch_tps")"
 if [[ -n "$axle_tps" && -n "$torch_tps" ]]; then
   printf '%-26s %14s\n' "axle / pytorch" "$(awk -v a="${axle_tps%% *}" -v t="$torch_tps" 'BEGIN{printf "%.2fx", a/t}')"
 fi
-[[ "$JAX_PYTHON" != none ]] && printf '%-26s %14s\n' "jax jit ($JAX_THREADS thr)" "$jax_tps"
+[[ "$JAX_PYTHON" != none ]] && printf '%-26s %14s   %s\n' "jax jit ($JAX_THREADS thr)" "$jax_tps" "$(roof "$jax_tps")"
 if [[ -n "$axle_tps" && -n "$jax_tps" ]]; then
   printf '%-26s %14s\n' "axle / jax" "$(awk -v a="${axle_tps%% *}" -v j="$jax_tps" 'BEGIN{printf "%.2fx", a/j}')"
 fi
