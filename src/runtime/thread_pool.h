@@ -3,9 +3,8 @@
 // ParallelFor splits [0, n) into one contiguous chunk per thread and runs them on the pool's
 // workers plus the calling thread, returning when all are done. Loops under `min_parallel`
 // iterations run inline on the caller. The pool has hardware_concurrency() threads in all (the
-// caller counts as one). BLAS is called from a ParallelFor body only single-threaded (a batch of
-// small products split over the pool); large products call it from the executor's thread with
-// OpenBLAS's own threads (cpu_dot.cc, Note [BLAS threads]).
+// caller counts as one). BLAS runs single-threaded inside ParallelFor bodies: the pool, not
+// OpenBLAS's own threads, parallelizes products (cpu_dot.cc, Note [BLAS threads]).
 #pragma once
 
 #include <condition_variable>
