@@ -1,7 +1,7 @@
 // The "compiled" backend (docs/compiler.md).
 //
-// Compile: clone the module, run the default pass pipeline (simplify, fold, cse, dce until a
-// fixed point), partition the entry function into kernels (codegen/fusion.h), emit one C++
+// Compile: clone the module, run the default pass pipeline (simplify, dot-transpose-fold, fold,
+// cse, dce until a fixed point), partition the entry function into kernels (codegen/fusion.h), emit one C++
 // translation unit for the fused kernels (codegen/emit_cpp.h), compile and dlopen it, going
 // through the disk cache (codegen/jit.h). Execute: the cpu backend's planned executor
 // (cpu_executor.h) runs the plan: a fused kernel calls its generated loop (split over the
@@ -14,15 +14,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <chrono>
 #include <unordered_map>
 
 #include "codegen/emit_cpp.h"
-#include "core/flags.h"
 #include "codegen/fusion.h"
 #include "codegen/jit.h"
+#include "core/flags.h"
 #include "ir/interpreter.h"
 #include "passes/pass.h"
 #include "runtime/cpu_executor.h"
