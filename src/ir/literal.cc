@@ -43,7 +43,7 @@ float RoundToOddFloat(double v) {
 }  // namespace
 
 Literal::Literal(TensorType type) : Literal(std::move(type), NoInit{}) {
-  std::memset(bytes_.data(), 0, bytes_.size());
+  if (!bytes_.empty()) std::memset(bytes_.data(), 0, bytes_.size());  // data() is null when empty
 }
 
 Literal::Literal(TensorType type, NoInit) : type_(std::move(type)) {
