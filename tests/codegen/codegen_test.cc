@@ -27,6 +27,7 @@
 #include "runtime/compiled_backend.h"
 #include "runtime/disk_cache.h"
 #include "../runtime/runtime_test_util.h"
+#include "random_ops.h"
 #include "testing/random_module.h"
 #include "testing/models.h"
 
@@ -325,14 +326,7 @@ TEST(CompiledBackendTest, RandomElementwiseProgramsBitwiseEqual) {
   opts.dtypes = {DType::kF32, DType::kF64};
   opts.num_nodes = 10;
   opts.max_functions = 1;
-  opts.ops = {OpKind::kNeg, OpKind::kAbs, OpKind::kExp, OpKind::kLog, OpKind::kLog1p,
-              OpKind::kTanh, OpKind::kLogistic, OpKind::kSqrt, OpKind::kRsqrt, OpKind::kSin,
-              OpKind::kCos, OpKind::kErf, OpKind::kFloor, OpKind::kCeil, OpKind::kSign,
-              OpKind::kIsFinite, OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv,
-              OpKind::kRem, OpKind::kPow, OpKind::kMax, OpKind::kMin, OpKind::kAtan2,
-              OpKind::kCompare, OpKind::kSelect, OpKind::kClamp, OpKind::kConvert,
-              OpKind::kBroadcastInDim, OpKind::kReshape, OpKind::kReduce, OpKind::kTranspose,
-              OpKind::kNot, OpKind::kAnd, OpKind::kOr, OpKind::kXor, OpKind::kSlice};
+  opts.ops = testing::ElementwiseHeavyOps();
   int compared = 0, fused_programs = 0;
   const auto stats0 = codegen::GetJitStats();
   for (uint64_t seed = 0; seed < Seeds(400); ++seed) {

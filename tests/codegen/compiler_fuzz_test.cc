@@ -32,6 +32,7 @@
 #include "runtime/backend.h"
 #include "runtime/compiled_backend.h"
 #include "../runtime/runtime_test_util.h"
+#include "random_ops.h"
 #include "testing/module_batch.h"
 #include "testing/random_module.h"
 
@@ -62,18 +63,7 @@ runtime::Backend& Compiled() {
   return *b;
 }
 
-const std::vector<OpKind>& ElementwiseOps() {
-  static const std::vector<OpKind> ops = {
-      OpKind::kNeg, OpKind::kAbs, OpKind::kExp, OpKind::kLog, OpKind::kLog1p,
-      OpKind::kTanh, OpKind::kLogistic, OpKind::kSqrt, OpKind::kRsqrt, OpKind::kSin,
-      OpKind::kCos, OpKind::kErf, OpKind::kFloor, OpKind::kCeil, OpKind::kSign,
-      OpKind::kIsFinite, OpKind::kAdd, OpKind::kSub, OpKind::kMul, OpKind::kDiv,
-      OpKind::kRem, OpKind::kPow, OpKind::kMax, OpKind::kMin, OpKind::kAtan2,
-      OpKind::kCompare, OpKind::kSelect, OpKind::kClamp, OpKind::kConvert,
-      OpKind::kBroadcastInDim, OpKind::kReshape, OpKind::kReduce, OpKind::kTranspose,
-      OpKind::kNot, OpKind::kAnd, OpKind::kOr, OpKind::kXor, OpKind::kSlice};
-  return ops;
-}
+const std::vector<OpKind>& ElementwiseOps() { return testing::ElementwiseHeavyOps(); }
 
 // Program i's configuration: 0 = the generator's defaults (every op and dtype, zero-sized dims);
 // 1 = f32/f64 elementwise-heavy (what fusion groups); 2 = the same with larger shapes (up to
