@@ -26,7 +26,7 @@ namespace axle::ir {
 //   value(n, i) = H('V', node(n), i)
 //   function(f) = H('F', name, value hashes of the results in order,
 //                   the node hashes of all nodes, sorted)
-//   module(m)   = H(version, 'M', num_replicas, entry function name,
+//   module(m)   = H(version, 'M', num_replicas, [mesh], entry function name,
 //                   function hashes sorted by function name)
 //
 // A value's hash covers everything that flows into it, so the node order does not matter; the
@@ -240,6 +240,17 @@ ModuleHash HashModule(const Module& m) {
   w.Str(kHashVersion);
   w.U8('M');
   w.I64(m.num_replicas());
+  if (const auto& mesh = m.mesh()) {
+    // Only with a mesh (hashes of mesh-less modules stay what they were): 'H' differs from the
+    // 0 / 1 that follows num_replicas without one.
+    w.U8('H');
+    w.Count(mesh->axis_names().size());
+    for (size_t i = 0; i < mesh->axis_names().size(); ++i) {
+      w.Str(mesh->axis_names()[i]);
+      w.I64(mesh->shape()[i]);
+    }
+    for (int64_t d : mesh->device_ids()) w.I64(d);
+  }
   w.U8(m.functions().empty() ? 0 : 1);
   if (!m.functions().empty()) w.Str(m.entry()->name());
   w.Count(functions.size());

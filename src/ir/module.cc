@@ -84,6 +84,7 @@ Function* Module::entry() const {
 std::unique_ptr<Module> Module::Clone() const {
   auto copy = std::make_unique<Module>(name_);
   copy->num_replicas_ = num_replicas_;
+  copy->mesh_ = mesh_;
   for (const auto& f : functions_) {
     Function* g = copy->AddFunction(f->name());
     g->set_loc(f->loc());

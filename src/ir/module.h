@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "ir/attrs.h"
+#include "ir/mesh.h"
 #include "ir/op.h"
 #include "ir/type.h"
 
@@ -151,6 +152,12 @@ class Module {
   int64_t num_replicas() const { return num_replicas_; }
   void set_num_replicas(int64_t n) { num_replicas_ = n; }
 
+  // The device mesh its shardings refer to (SPMD), if any. A module with a mesh runs either as one
+  // global program (num_replicas 1: shardings are annotations the partitioner reads) or, once
+  // partitioned, on mesh().size() replicas (replica r = device r).
+  const std::optional<Mesh>& mesh() const { return mesh_; }
+  void set_mesh(std::optional<Mesh> mesh) { mesh_ = std::move(mesh); }
+
   const std::vector<std::unique_ptr<Function>>& functions() const { return functions_; }
   Function* AddFunction(std::string name);
   // The function named `name`, or nullptr.
@@ -164,6 +171,7 @@ class Module {
  private:
   std::string name_;
   int64_t num_replicas_ = 1;
+  std::optional<Mesh> mesh_;
   std::vector<std::unique_ptr<Function>> functions_;
 };
 

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <set>
 #include <limits>
 #include <type_traits>
 #include <unordered_map>
@@ -306,19 +307,60 @@ std::unique_ptr<Module> Parser::Run() {
   return m;
 }
 
-// `num_replicas=8}`: the module attributes, after their '{'.
+// `num_replicas=8, mesh_axes=[dp, tp], mesh_shape=[2, 4], mesh_devices=[...]}`: the module
+// attributes, after their '{'. The mesh attributes come together (mesh_devices is optional).
 void Parser::ParseModuleAttrs(Module& m) {
-  bool seen = false;
+  std::set<std::string> seen;
+  std::optional<std::vector<std::string>> axes;
+  std::optional<std::vector<int64_t>> shape, devices;
+  SourceLoc mesh_loc;
+  auto integers = [&](const AttrEntry& e, std::string_view what) {
+    if (e.value.kind != AttrValue::Kind::kList)
+      FailAt(e.value.loc, "module: attribute '{}' expects a list of {}", e.name, what);
+    std::vector<int64_t> out;
+    for (const AttrValue& item : e.value.items) {
+      std::optional<int64_t> n;
+      if (item.kind == AttrValue::Kind::kNumber)
+        n = ParseInteger(item.text, item.loc, fmt::format("module: attribute '{}': ", e.name));
+      if (!n) FailAt(item.loc, "module: attribute '{}' expects a list of {}", e.name, what);
+      out.push_back(*n);
+    }
+    return out;
+  };
   for (const AttrEntry& e : ParseAttrEntries()) {
-    if (e.name != "num_replicas")
-      FailAt(e.loc, "module: unknown attribute '{}' (expected num_replicas)", e.name);
-    if (seen) FailAt(e.loc, "module: duplicate attribute 'num_replicas'");
-    seen = true;
-    std::optional<int64_t> n;
-    if (e.value.kind == AttrValue::Kind::kNumber)
-      n = ParseInteger(e.value.text, e.value.loc, "module: attribute 'num_replicas': ");
-    if (!n) FailAt(e.value.loc, "module: attribute 'num_replicas' expects an integer");
-    m.set_num_replicas(*n);
+    if (!seen.insert(e.name).second) FailAt(e.loc, "module: duplicate attribute '{}'", e.name);
+    if (e.name == "num_replicas") {
+      std::optional<int64_t> n;
+      if (e.value.kind == AttrValue::Kind::kNumber)
+        n = ParseInteger(e.value.text, e.value.loc, "module: attribute 'num_replicas': ");
+      if (!n) FailAt(e.value.loc, "module: attribute 'num_replicas' expects an integer");
+      m.set_num_replicas(*n);
+    } else if (e.name == "mesh_axes") {
+      mesh_loc = e.loc;
+      if (e.value.kind != AttrValue::Kind::kList)
+        FailAt(e.value.loc, "module: attribute 'mesh_axes' expects a list of axis names");
+      axes.emplace();
+      for (const AttrValue& item : e.value.items) {
+        if (item.kind != AttrValue::Kind::kIdent && item.kind != AttrValue::Kind::kString)
+          FailAt(item.loc, "module: attribute 'mesh_axes' expects a list of axis names");
+        axes->push_back(item.text);
+      }
+    } else if (e.name == "mesh_shape") {
+      shape = integers(e, "axis sizes");
+    } else if (e.name == "mesh_devices") {
+      devices = integers(e, "device ids");
+    } else {
+      FailAt(e.loc, "module: unknown attribute '{}' (expected num_replicas, mesh_axes, mesh_shape or "
+             "mesh_devices)", e.name);
+    }
+  }
+  if (!axes && !shape && !devices) return;
+  if (!axes || !shape)
+    FailAt(mesh_loc.line ? mesh_loc : Loc(tok_), "module: a mesh needs both mesh_axes and mesh_shape");
+  try {
+    m.set_mesh(Mesh(*axes, *shape, devices.value_or(std::vector<int64_t>{})));
+  } catch (const Error& err) {
+    FailAt(mesh_loc, "module: {}", err.message());
   }
 }
 

@@ -219,7 +219,14 @@ std::string FormatFunction(const Function& f, const std::string& name) {
 
 std::string PrintModule(const Module& m) {
   std::string out = "module @" + SanitizeName(m.name());
-  if (m.num_replicas() != 1) out += fmt::format(" {{num_replicas={}}}", m.num_replicas());
+  std::vector<std::string> attrs;
+  if (m.num_replicas() != 1) attrs.push_back(fmt::format("num_replicas={}", m.num_replicas()));
+  if (const auto& mesh = m.mesh()) {
+    attrs.push_back(fmt::format("mesh_axes={}, mesh_shape=[{}]", FormatAxes(mesh->axis_names()),
+                                fmt::join(mesh->shape(), ",")));
+    if (!mesh->identity_order()) attrs.push_back(fmt::format("mesh_devices=[{}]", fmt::join(mesh->device_ids(), ",")));
+  }
+  if (!attrs.empty()) out += fmt::format(" {{{}}}", fmt::join(attrs, ", "));
   out += " {\n";
   UniqueNames function_names;
   for (size_t i = 0; i < m.functions().size(); ++i) {

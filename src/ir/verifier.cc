@@ -28,7 +28,7 @@ std::string TypesText(const std::vector<TensorType>& types) {
   throw Error(n.loc(), msg);
 }
 
-void CheckSharding(const Function& f, const Node& n, const Value& v) {
+void CheckSharding(const Function& f, const Node& n, const Value& v, const Mesh* mesh) {
   const Sharding& s = *v.sharding();
   if (static_cast<int64_t>(s.dims.size()) != v.type().rank())
     NodeError(f, n, fmt::format("sharding {} has {} dimension entries for a value of rank {}",
@@ -38,6 +38,9 @@ void CheckSharding(const Function& f, const Node& n, const Value& v) {
     if (axis.empty()) NodeError(f, n, fmt::format("sharding {} has an empty axis name", s.ToString()));
     if (!axes.insert(axis).second)
       NodeError(f, n, fmt::format("sharding {} uses mesh axis '{}' twice", s.ToString(), axis));
+    if (mesh && !mesh->HasAxis(axis))
+      NodeError(f, n, fmt::format("sharding {} names axis '{}', which the module's mesh {} does not have",
+                                  s.ToString(), axis, mesh->ToString()));
   };
   for (const auto& dim : s.dims)
     for (const auto& axis : dim) use(axis);
@@ -45,7 +48,7 @@ void CheckSharding(const Function& f, const Node& n, const Value& v) {
 }
 
 void CheckNode(const Function& f, const Node& n, const std::unordered_set<const Value*>& defined,
-               int64_t num_replicas) {
+               int64_t num_replicas, const Mesh* mesh) {
   if (n.parent() != &f) NodeError(f, n, "node belongs to another function");
   std::vector<TensorType> operand_types;
   for (size_t i = 0; i < n.num_operands(); ++i) {
@@ -71,7 +74,7 @@ void CheckNode(const Function& f, const Node& n, const std::unordered_set<const 
     NodeError(f, n, fmt::format("result types {} differ from the inferred {}", TypesText(declared),
                                 TypesText(inferred)));
   for (const Value* r : n.results())
-    if (r->sharding()) CheckSharding(f, n, *r);
+    if (r->sharding()) CheckSharding(f, n, *r, mesh);
 }
 
 void CheckParameters(const Function& f) {
@@ -88,10 +91,10 @@ void CheckParameters(const Function& f) {
 
 }  // namespace
 
-void VerifyFunction(const Function& f, int64_t num_replicas) {
+void VerifyFunction(const Function& f, int64_t num_replicas, const Mesh* mesh) {
   std::unordered_set<const Value*> defined;
   for (const auto& n : f.nodes()) {
-    CheckNode(f, *n, defined, num_replicas);
+    CheckNode(f, *n, defined, num_replicas, mesh);
     for (const Value* r : n->results()) defined.insert(r);
   }
   CheckParameters(f);
@@ -103,11 +106,14 @@ void VerifyFunction(const Function& f, int64_t num_replicas) {
 
 void Verify(const Module& m) {
   if (m.num_replicas() < 1) Fail("module @{}: num_replicas {} must be >= 1", m.name(), m.num_replicas());
+  if (m.mesh() && m.num_replicas() != 1 && m.num_replicas() != m.mesh()->size())
+    Fail("module @{}: num_replicas {} must be 1 (the global program) or the mesh's {} devices ({})", m.name(),
+         m.num_replicas(), m.mesh()->size(), m.mesh()->ToString());
   std::set<std::string> names;
   for (const auto& f : m.functions()) {
     if (!names.insert(f->name()).second)
       throw Error(f->loc(), fmt::format("module @{}: function @{} is defined twice", m.name(), f->name()));
-    VerifyFunction(*f, m.num_replicas());
+    VerifyFunction(*f, m.num_replicas(), m.mesh() ? &*m.mesh() : nullptr);
   }
 }
 

@@ -13,6 +13,7 @@ namespace axle::ir {
 // Throws axle::Error at the first problem. The message names the function, the node (in IR
 // text), its operand types and the rule broken; the error's location is the node's SourceLoc.
 void Verify(const Module& module);
-void VerifyFunction(const Function& function, int64_t num_replicas = 1);
+// With a mesh, every sharding's axes must be the mesh's.
+void VerifyFunction(const Function& function, int64_t num_replicas = 1, const Mesh* mesh = nullptr);
 
 }  // namespace axle::ir
