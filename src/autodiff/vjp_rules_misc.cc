@@ -94,6 +94,7 @@ void RegisterMiscVjps(VjpTable& t) {
   SetZero(t, OpKind::kConstant, "a source: no operands");
   SetZero(t, OpKind::kParameter, "a source: no operands (a leaf of the gradient)");
   SetNotDifferentiable(t, OpKind::kIota, "a source of integer counts: no operands");
+  SetNotDifferentiable(t, OpKind::kReplicaId, "the replica's index: an integer with no operands");
   SetNotDifferentiable(t, OpKind::kRngBitGenerator, "random bits: integer key, counter and result");
   SetRule(t, OpKind::kAllReduce, AllReduceVjp);
   SetRule(t, OpKind::kAllGather, AllGatherVjp);

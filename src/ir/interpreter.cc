@@ -323,7 +323,7 @@ std::vector<std::vector<Literal>> EvaluateReplicated(const Function& f,
   return Evaluator(f, args).Run();
 }
 
-std::vector<Literal> EvaluateNode(const Node& node, std::span<const Literal* const> operands) {
+std::vector<Literal> EvaluateNode(const Node& node, std::span<const Literal* const> operands, int64_t replica) {
   const KernelEntry& kernel = Kernels()[static_cast<size_t>(node.op())];
   if (!kernel.local || node.op() == OpKind::kParameter)
     Fail("EvaluateNode: op {} has no local interpreter kernel that runs without a replica context",
@@ -332,6 +332,7 @@ std::vector<Literal> EvaluateNode(const Node& node, std::span<const Literal* con
     Fail("EvaluateNode: {} has {} operands, got {}", node.name(), node.num_operands(),
          operands.size());
   ReplicaContext ctx{};
+  ctx.replica = replica;
   std::vector<Literal> results = kernel.local(node, operands, ctx);
   AXLE_CHECK(results.size() == node.num_results(), "kernel of {} returned {} results, expected {}",
              node.name(), results.size(), node.num_results());

@@ -44,7 +44,9 @@ std::vector<std::vector<Literal>> EvaluateReplicated(const Function& f,
 // returns its results. Only local kernels: a collective, or a node needing a replica's context
 // (parameter), throws axle::Error. Backends use it as the fallback for ops without a fast kernel.
 // The node is not checked against its op's shape rule (the caller has verified the module).
-std::vector<Literal> EvaluateNode(const Node& node, std::span<const Literal* const> operands);
+// `replica` is what replica_id returns.
+std::vector<Literal> EvaluateNode(const Node& node, std::span<const Literal* const> operands,
+                                  int64_t replica = 0);
 
 // True when the interpreter has a kernel for `op` (a test walks AllOps() with this).
 bool HasInterpreterKernel(OpKind op);

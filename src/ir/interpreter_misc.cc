@@ -7,6 +7,10 @@
 namespace axle::ir::interp {
 namespace {
 
+std::vector<Literal> ReplicaIdKernel(const Node&, Operands, const ReplicaContext& ctx) {
+  return {Literal::FromVector<int32_t>(DType::kI32, Shape({}), {static_cast<int32_t>(ctx.replica)})};
+}
+
 std::vector<Literal> IotaKernel(const Node& node, Operands, const ReplicaContext&) {
   Literal out(node.result()->type());
   const size_t dim = static_cast<size_t>(node.attrs_as<IotaAttrs>().dim);
@@ -124,6 +128,7 @@ Results CollectivePermuteKernel(const Node& node, const ReplicaOperands& ops) {
 
 void RegisterMiscKernels(KernelTable& table) {
   table[static_cast<size_t>(OpKind::kIota)].local = IotaKernel;
+  table[static_cast<size_t>(OpKind::kReplicaId)].local = ReplicaIdKernel;
   table[static_cast<size_t>(OpKind::kRngBitGenerator)].local = RngBitGeneratorKernel;
   auto set = [&](OpKind k, CollectiveKernel f) { table[static_cast<size_t>(k)].collective = f; };
   set(OpKind::kAllReduce, AllReduceKernel);

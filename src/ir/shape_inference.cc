@@ -92,6 +92,10 @@ Types ConstantRule(Operands, const Attrs& a, Declared, const ShapeContext&) {
   return {std::get<ConstantAttrs>(a).value.type()};
 }
 
+Types ReplicaIdRule(Operands, const Attrs&, Declared, const ShapeContext&) {
+  return {TensorType(DType::kI32, Shape({}))};
+}
+
 Types IotaRule(Operands, const Attrs& a, Declared declared, const ShapeContext&) {
   const TensorType& t = OneDeclared(declared);
   CheckDType(t.dtype, DTypeClass::kNumeric, "iota result");
@@ -495,6 +499,7 @@ std::array<ShapeRule, kNumOps> BuildTable() {
   auto set = [&](OpKind k, ShapeRule r) { t[static_cast<size_t>(k)] = r; };
   set(OpKind::kConstant, ConstantRule);
   set(OpKind::kIota, IotaRule);
+  set(OpKind::kReplicaId, ReplicaIdRule);
   set(OpKind::kParameter, ParameterRule);
   for (OpKind k : {OpKind::kNeg, OpKind::kAbs, OpKind::kSign})
     set(k, UnaryRule<DTypeClass::kNumeric>);

@@ -62,6 +62,11 @@ bool GenIota(Generator& g, OpKind) {
   return true;
 }
 
+bool GenReplicaId(Generator& g, OpKind) {
+  g.Build(OpKind::kReplicaId, {}, ir::NoAttrs{}, {TensorType(DType::kI32, Shape({}))});
+  return true;
+}
+
 bool GenParameter(Generator& g, OpKind) {
   std::optional<DType> t = g.PickDType(AnyDType);
   if (!t) return false;
@@ -579,6 +584,7 @@ OpGenerator GetOpGenerator(OpKind op) {
   switch (op) {  // no default: the compiler warns about a new op, RandomModule fails on it
     case OpKind::kConstant: return GenConstant;
     case OpKind::kIota: return GenIota;
+    case OpKind::kReplicaId: return GenReplicaId;
     case OpKind::kParameter: return GenParameter;
     case OpKind::kNeg: case OpKind::kAbs: case OpKind::kExp: case OpKind::kLog:
     case OpKind::kLog1p: case OpKind::kTanh: case OpKind::kLogistic: case OpKind::kSqrt:

@@ -68,6 +68,11 @@ PerReplica Each(std::vector<Literal> lits) {
   return out;
 }
 
+void AddReplicaId(std::vector<OpSample>& out) {
+  auto id = [](int32_t r) { return Literal::FromVector<int32_t>(DType::kI32, Shape({}), {r}); };
+  out.push_back(ReplicaSample("replica_id.r3", OpKind::kReplicaId, NoAttrs{}, {{}, {}, {}}, Each({id(0), id(1), id(2)})));
+}
+
 void AddAllReduce(std::vector<OpSample>& out) {
   using K = ReduceKind;
   auto ar = [&](std::string what, K kind, ReplicaGroups groups, std::vector<Literal> in, std::vector<Literal> want) {
@@ -196,6 +201,7 @@ void AddEscapes(std::vector<OpSample>& out) {
 void AddMiscSamples(std::vector<OpSample>& out) {
   AddSources(out);
   AddRng(out);
+  AddReplicaId(out);
   AddAllReduce(out);
   AddReduceScatter(out);
   AddMovingCollectives(out);
