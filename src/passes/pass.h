@@ -28,6 +28,12 @@ struct PassInfo {
   std::string_view summary;
 };
 
+// Registers a pass made by a higher layer (src/spmd's propagation and partitioner), after the
+// built-in ones; a name already registered throws. Call before ListPasses / CreatePass need it
+// (spmd::RegisterPasses() does it for its passes, once; the axle tool calls that at startup).
+using PassFactory = std::unique_ptr<Pass> (*)();
+void RegisterPass(PassFactory factory);
+
 // Every registered pass, in registration order.
 std::vector<PassInfo> ListPasses();
 // A new instance of the pass called `name`; throws axle::Error listing the known passes when

@@ -13,11 +13,12 @@
 namespace axle::passes {
 namespace {
 
-using Factory = std::unique_ptr<Pass> (*)();
+using Factory = PassFactory;
 
-// The one list of passes. Add a pass here and it is available to `axle opt` and the pipeline.
-const std::vector<Factory>& Factories() {
-  static const std::vector<Factory> factories = {
+// The one list of passes. Add a pass here and it is available to `axle opt` and the pipeline
+// (passes of higher layers come through RegisterPass).
+std::vector<Factory>& Factories() {
+  static std::vector<Factory> factories = {
       MakeVerifyPass,
       MakeCanonicalizePass,
       MakeDcePass,
@@ -55,6 +56,13 @@ bool RunInstrumented(Pass& pass, ir::Module& module) {
   }
   Dump(module, pass.name());
   return changed;
+}
+
+void RegisterPass(PassFactory factory) {
+  std::unique_ptr<Pass> p = factory();
+  for (Factory f : Factories())
+    if (f()->name() == p->name()) Fail("RegisterPass: a pass named '{}' is already registered", p->name());
+  Factories().push_back(factory);
 }
 
 std::vector<PassInfo> ListPasses() {
