@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
+#include "spmd/passes.h"
 #include "tools/commands.h"
 
 namespace axle::tools {
@@ -35,12 +36,14 @@ std::unique_ptr<ir::Module> LoadModule(const std::string& path) {
 }  // namespace axle::tools
 
 int main(int argc, char** argv) {
+  axle::spmd::RegisterPasses();  // the SPMD passes join the registry before any command lists or runs them
   using namespace axle::tools;
   CLI::App app{"axle: the Axle compiler and training tool"};
   app.require_subcommand(1);
   std::vector<std::pair<CLI::App*, CommandRunner>> commands;
   AddOptCommand(app, commands);
   AddRunCommand(app, commands);
+  AddCompileCommand(app, commands);
   AddHashCommand(app, commands);
   AddFlagsCommand(app, commands);
   AddTrainCommand(app, commands);

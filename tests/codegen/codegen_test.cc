@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <climits>
 #include <map>
 
@@ -97,11 +99,8 @@ Value* GeluTanh(Builder& b, Value* x) {
 }
 
 // Layer norm over the last dim of x [rows, cols] with gain and bias [cols].
-void BuildLayerNorm(ir::Module& m, int64_t rows, int64_t cols) {
-  Builder b(m.AddFunction("main"));
-  Value* x = b.Parameter(0, F32({rows, cols}), "x");
-  Value* g = b.Parameter(1, F32({cols}), "gain");
-  Value* beta = b.Parameter(2, F32({cols}), "bias");
+Value* LayerNorm(Builder& b, Value* x, Value* g, Value* beta) {
+  const int64_t rows = x->type().shape.dim(0), cols = x->type().shape.dim(1);
   const Shape s{rows, cols};
   Value* n = b.Scalar(DType::kF32, static_cast<double>(cols));
   Value* mean = b.Div(b.Reduce(x, ReduceKind::kSum, {1}), b.BroadcastInDim(n, Shape{rows}, {}));
@@ -110,8 +109,30 @@ void BuildLayerNorm(ir::Module& m, int64_t rows, int64_t cols) {
   Value* eps = b.BroadcastInDim(b.Scalar(DType::kF32, 1e-5), Shape{rows}, {});
   Value* inv = b.Unary(OpKind::kRsqrt, b.Add(var, eps));
   Value* y = b.Mul(xc, b.BroadcastInDim(inv, s, {0}));
-  y = b.Add(b.Mul(y, b.BroadcastInDim(g, s, {1})), b.BroadcastInDim(beta, s, {1}));
-  b.Return({y});
+  return b.Add(b.Mul(y, b.BroadcastInDim(g, s, {1})), b.BroadcastInDim(beta, s, {1}));
+}
+
+void BuildLayerNorm(ir::Module& m, int64_t rows, int64_t cols) {
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, F32({rows, cols}), "x");
+  Value* g = b.Parameter(1, F32({cols}), "gain");
+  Value* beta = b.Parameter(2, F32({cols}), "bias");
+  b.Return({LayerNorm(b, x, g, beta)});
+}
+
+// docs/examples/layer_norm_backward.axir, the worked example of docs/compiler.md: what autodiff
+// makes of layer norm under an upstream gradient dy (loss = sum(layer_norm(x) * dy); the module
+// returns the loss, dx, dgain and dbias). The test keeps the file current
+// (AXLE_UPDATE_EXAMPLES=1 rewrites it) and pins its kernel count.
+std::unique_ptr<ir::Module> LayerNormBackward(int64_t rows, int64_t cols) {
+  ir::Module m("layer_norm_backward");
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, F32({rows, cols}), "x");
+  Value* g = b.Parameter(1, F32({cols}), "gain");
+  Value* beta = b.Parameter(2, F32({cols}), "bias");
+  Value* dy = b.Parameter(3, F32({rows, cols}), "dy");
+  b.Return({b.Reduce(b.Mul(LayerNorm(b, x, g, beta), dy), ReduceKind::kSum, {0, 1})});
+  return autodiff::GradModule(m, 0, {0, 1, 2});
 }
 
 std::vector<codegen::Kernel> FuseOptimized(ir::Module& m) {
@@ -477,6 +498,27 @@ TEST(CompiledBackendTest, RandomProgramsAllOpsBitwiseEqual) {
     ++compared;
   }
   EXPECT_GE(compared, 200);
+}
+
+TEST(FusionTest, LayerNormBackwardExampleIsCurrent) {
+  std::unique_ptr<ir::Module> m = LayerNormBackward(4, 8);
+  const std::string path = std::string(AXLE_SOURCE_DIR) + "/docs/examples/layer_norm_backward.axir";
+  const std::string header =
+      "// The worked example of docs/compiler.md: layer norm and its backward, as autodiff builds it\n"
+      "// (tests/codegen/codegen_test.cc, LayerNormBackward; AXLE_UPDATE_EXAMPLES=1 codegen_tests\n"
+      "// --gtest_filter=*LayerNormBackwardExample* rewrites this file). Try: axle compile FILE\n";
+  const std::string text = header + ir::PrintModule(*m);
+  if (std::getenv("AXLE_UPDATE_EXAMPLES")) {
+    std::ofstream(path, std::ios::binary) << text;
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream file;
+  file << in.rdbuf();
+  EXPECT_EQ(file.str(), text) << "docs/examples/layer_norm_backward.axir is stale: rerun with AXLE_UPDATE_EXAMPLES=1";
+  // The counts docs/compiler.md shows.
+  std::vector<codegen::Kernel> ks = FuseOptimized(*m);
+  EXPECT_EQ(ks.size(), 18u) << codegen::DescribeKernels(ks);
+  EXPECT_EQ(CountFused(ks), 11) << codegen::DescribeKernels(ks);
 }
 
 TEST(CompiledBackendTest, MlpTrainingStepMatchesTheInterpreter) {
