@@ -1,0 +1,313 @@
+#include "spmd/propagation.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/error.h"
+#include "core/flags.h"
+#include "ir/printer.h"
+#include "spmd/sharding_rules.h"
+
+namespace axle::spmd {
+namespace {
+
+using ir::Node;
+using ir::Sharding;
+using ir::Value;
+using Axes = std::vector<std::string>;
+
+// "%w (f32[16,32], result 0 of `%w = parameter() ...`)" for messages.
+std::string Describe(const Value* v) {
+  const std::string name = v->name().empty() ? std::string("value") : "%" + v->name();
+  return fmt::format("{} ({}, result {} of `{}`)", name, v->type().ToString(), v->index(), ir::PrintNode(*v->node()));
+}
+
+std::string Text(const Sharding& s) { return s.ToString(); }
+
+bool Uses(const Sharding& s, const std::string& axis) {
+  if (std::find(s.partial.begin(), s.partial.end(), axis) != s.partial.end()) return true;
+  for (const auto& d : s.dims)
+    if (std::find(d.begin(), d.end(), axis) != d.end()) return true;
+  return false;
+}
+
+bool HasAxes(const Sharding& s) {
+  if (!s.partial.empty()) return true;
+  for (const auto& d : s.dims)
+    if (!d.empty()) return true;
+  return false;
+}
+
+void CheckOne(const Value& v, const ir::Mesh& mesh) {
+  const Sharding& s = *v.sharding();
+  auto fail = [&](const std::string& why) {
+    Fail("sharding annotation {} on {} is impossible: {}", Text(s), Describe(&v), why);
+  };
+  if (static_cast<int64_t>(s.dims.size()) != v.type().rank())
+    fail(fmt::format("it has {} dimension entries for a value of rank {}; give one entry per dimension ([] = "
+                     "replicated)",
+                     s.dims.size(), v.type().rank()));
+  std::set<std::string> seen;
+  auto use = [&](const std::string& axis) {
+    if (axis.empty()) fail("it has an empty axis name");
+    if (!mesh.HasAxis(axis))
+      fail(fmt::format("axis '{}' is not an axis of the module's mesh {}", axis, mesh.ToString()));
+    if (!seen.insert(axis).second) fail(fmt::format("mesh axis '{}' is used twice", axis));
+  };
+  for (const auto& d : s.dims)
+    for (const auto& a : d) use(a);
+  for (const auto& a : s.partial) use(a);
+  if (flags::debug()) {
+    for (size_t d = 0; d < s.dims.size(); ++d) {
+      const int64_t k = mesh.AxesSize(s.dims[d]);
+      if (k > 1 && v.type().shape.dim(d) % k != 0)
+        fmt::print(stderr, "[axle sharding] note: {} on {}: dim {} (size {}) is not divisible by its {} shards; the "
+                   "partitioner pads it\n", Text(s), Describe(&v), d, v.type().shape.dim(d), k);
+    }
+  }
+}
+
+// One proposal for a value, with where it came from and what ignoring it would cost.
+struct Candidate {
+  Sharding sharding;
+  int64_t weight = 0;  // bytes of the tensor resharded at that edge when the proposal is not followed
+  std::string source;
+};
+
+// `base` refined by `c` where they agree: partial axes first (they are the producer's fact), then
+// each dim `base` leaves replicated takes c's axes when none of them is used yet.
+void MergeInto(Sharding& base, const Sharding& c) {
+  for (const auto& a : c.partial)
+    if (!Uses(base, a)) base.partial.push_back(a);
+  for (size_t d = 0; d < c.dims.size() && d < base.dims.size(); ++d) {
+    if (c.dims[d].empty() || !base.dims[d].empty()) continue;
+    bool free = true;
+    for (const auto& a : c.dims[d]) free = free && !Uses(base, a);
+    if (free) base.dims[d] = c.dims[d];
+  }
+}
+
+// Whether following `chosen` honours proposal `c` (every dim c splits is split the same way).
+bool Honours(const Sharding& chosen, const Sharding& c) {
+  for (size_t d = 0; d < c.dims.size() && d < chosen.dims.size(); ++d)
+    if (!c.dims[d].empty() && c.dims[d] != chosen.dims[d]) return false;
+  return true;
+}
+
+class Propagator {
+ public:
+  Propagator(ir::Function& f, const ir::Mesh& mesh) : f_(f), mesh_(mesh) {
+    for (const auto& n : f.nodes()) {
+      for (size_t i = 0; i < n->num_operands(); ++i) users_[n->operand(i)].push_back({n.get(), static_cast<int>(i)});
+      const ShardingRule* rule = GetShardingRule(n->op());
+      AXLE_CHECK(rule != nullptr, "op {} has no sharding rule", n->name());
+      for (Value* r : n->results()) {
+        if (r->sharding()) {
+          fixed_.insert(r);  // a user annotation: a hard constraint
+        } else if (!rule->replicated_reason.empty()) {
+          r->set_sharding(Replicated(r->type().rank()));
+          fixed_.insert(r);
+          report_.changed = true;
+        }
+      }
+    }
+  }
+
+  PropagationReport Run() {
+    // Each sweep that changes something adds at least one axis to some value; the bound is a
+    // safety net.
+    const size_t max_sweeps = 2 * (f_.nodes().size() + 2) * (mesh_.axis_names().size() + 1);
+    bool changed = true;
+    while (changed && static_cast<size_t>(report_.sweeps) < max_sweeps) {
+      changed = false;
+      for (const auto& n : f_.nodes()) changed |= Visit(*n);
+      ++report_.sweeps;
+      for (auto it = f_.nodes().rbegin(); it != f_.nodes().rend(); ++it) changed |= Visit(**it);
+      ++report_.sweeps;
+      report_.changed |= changed;
+    }
+    FinalizePartials();
+    for (const auto& n : f_.nodes())
+      for (Value* r : n->results())
+        if (!r->sharding()) {
+          r->set_sharding(Replicated(r->type().rank()));
+          report_.changed = true;
+        }
+    return report_;
+  }
+
+ private:
+  std::vector<MaybeSharding> OperandShardings(const Node& n) const {
+    std::vector<MaybeSharding> out;
+    for (Value* v : n.operands()) out.push_back(v->sharding());
+    return out;
+  }
+  std::vector<MaybeSharding> ResultShardings(const Node& n) const {
+    std::vector<MaybeSharding> out;
+    for (Value* v : n.results()) out.push_back(v->sharding());
+    return out;
+  }
+
+  std::vector<Candidate> Candidates(const Node& n, Value* v) {
+    std::vector<Candidate> out;
+    const ShardingRule* rule = GetShardingRule(n.op());
+    std::vector<MaybeSharding> ops = OperandShardings(n);
+    for (Proposal& p : rule->forward(n, ops, mesh_)) {
+      if (p.target != v->index() || !HasAxes(p.sharding)) continue;
+      const Value* from = n.operand(p.source);
+      out.push_back({std::move(p.sharding), from->type().ByteSize(),
+                     fmt::format("forward from operand {} ({})", p.source, from->sharding()->ToString())});
+    }
+    auto it = users_.find(v);
+    if (it == users_.end()) return out;
+    for (auto [user, index] : it->second) {
+      const ShardingRule* urule = GetShardingRule(user->op());
+      if (urule->backward == nullptr) continue;
+      for (Proposal& p : urule->backward(*user, ResultShardings(*user), mesh_)) {
+        if (p.target != index || !HasAxes(p.sharding)) continue;
+        out.push_back({std::move(p.sharding), v->type().ByteSize(),
+                       fmt::format("backward from `{}` (operand {})", ir::PrintNode(*user), index)});
+      }
+    }
+    return out;
+  }
+
+  bool Visit(const Node& n) {
+    bool changed = false;
+    for (Value* v : n.results()) {
+      if (fixed_.count(v)) continue;
+      std::vector<Candidate> cands = Candidates(n, v);
+      if (cands.empty()) continue;
+      Sharding chosen = Choose(v, cands);
+      if (!v->sharding() || *v->sharding() != chosen) {
+        v->set_sharding(std::move(chosen));
+        changed = true;
+      }
+    }
+    return changed;
+  }
+
+  // Picks v's sharding among `cands` (see propagation.h): each candidate, merged with the others
+  // in order of weight, is one option; the option with the least cost wins.
+  Sharding Choose(Value* v, std::vector<Candidate>& cands) {
+    const Sharding base = v->sharding() ? *v->sharding() : Replicated(v->type().rank());
+    std::stable_sort(cands.begin(), cands.end(),
+                     [](const Candidate& a, const Candidate& b) { return a.weight > b.weight; });
+    struct Option {
+      Sharding sharding;
+      int64_t cost = 0;
+      int64_t shards = 0;
+    };
+    std::vector<Option> options;
+    for (size_t k = 0; k < cands.size(); ++k) {
+      Option o{base, 0, 0};
+      MergeInto(o.sharding, cands[k].sharding);
+      for (const Candidate& c : cands) MergeInto(o.sharding, c.sharding);
+      for (const Candidate& c : cands)
+        if (!Honours(o.sharding, c.sharding)) o.cost += c.weight;
+      o.shards = NumShards(o.sharding, mesh_);
+      options.push_back(std::move(o));
+    }
+    size_t best = 0;
+    for (size_t k = 1; k < options.size(); ++k) {
+      const Option& a = options[k];
+      const Option& b = options[best];
+      if (a.cost < b.cost || (a.cost == b.cost && a.shards > b.shards)) best = k;
+    }
+    // A conflict is reported where it is decided: when some proposal loses and v's sharding changes
+    // (later sweeps see the same proposals again and keep the decision).
+    if (options[best].cost > 0 && options[best].sharding != base) {
+      ++report_.conflicts;
+      if (flags::debug()) Explain(v, base, cands, options, best);
+    }
+    return options[best].sharding;
+  }
+
+  template <typename Options>
+  void Explain(const Value* v, const Sharding& base, const std::vector<Candidate>& cands, const Options& options,
+               size_t best) const {
+    std::string msg = fmt::format("[axle sharding] conflict at {}\n  current: {}\n", Describe(v), Text(base));
+    for (size_t k = 0; k < cands.size(); ++k)
+      msg += fmt::format("  candidate {}: {} from {}; ignoring it reshards {} bytes\n", k, Text(cands[k].sharding),
+                         cands[k].source, cands[k].weight);
+    for (size_t k = 0; k < options.size(); ++k)
+      msg += fmt::format("  option {} (candidate {} first): {} costs {} bytes, {} shards{}\n", k, k,
+                         Text(options[k].sharding), options[k].cost, options[k].shards, k == best ? "  <- chosen" : "");
+    msg += fmt::format("  chosen: {}: the least bytes to reshard{}\n", Text(options[best].sharding),
+                       std::count_if(options.begin(), options.end(),
+                                     [&](const auto& o) { return o.cost == options[best].cost; }) > 1
+                           ? " (tie: the most shards, then the heaviest candidate)"
+                           : "");
+    fmt::print(stderr, "{}", msg);
+  }
+
+  // The partial axes of a computed value follow from its operands' final shardings: recompute them
+  // in one forward sweep (a sweep's early guess may have been made before an operand settled).
+  void FinalizePartials() {
+    for (const auto& n : f_.nodes()) {
+      const ShardingRule* rule = GetShardingRule(n->op());
+      if (rule->forward == nullptr) continue;
+      std::vector<Proposal> props = rule->forward(*n, OperandShardings(*n), mesh_);
+      for (Value* v : n->results()) {
+        if (fixed_.count(v) || !v->sharding()) continue;
+        Sharding s = *v->sharding();
+        Axes partial;
+        for (const Proposal& p : props)
+          if (p.target == v->index()) {
+            partial = p.sharding.partial;
+            break;
+          }
+        s.partial.clear();
+        for (const auto& a : partial)
+          if (!Uses(s, a)) s.partial.push_back(a);
+        if (s != *v->sharding()) {
+          v->set_sharding(std::move(s));
+          report_.changed = true;
+        }
+      }
+    }
+  }
+
+  ir::Function& f_;
+  const ir::Mesh& mesh_;
+  std::unordered_map<const Value*, std::vector<std::pair<Node*, int>>> users_;
+  std::unordered_set<const Value*> fixed_;
+  PropagationReport report_;
+};
+
+}  // namespace
+
+void CheckAnnotations(const ir::Module& module) {
+  const ir::Function& f = *module.entry();
+  bool any = false;
+  for (const auto& n : f.nodes())
+    for (const Value* r : n->results()) any = any || r->sharding().has_value();
+  if (!module.mesh()) {
+    if (any)
+      Fail("module @{} has sharding annotations but no mesh: add {{mesh_axes=[...], mesh_shape=[...]}} to the "
+           "module (docs/ir.md, \"Meshes\")",
+           module.name());
+    return;
+  }
+  for (const auto& n : f.nodes())
+    for (const Value* r : n->results())
+      if (r->sharding()) CheckOne(*r, *module.mesh());
+}
+
+PropagationReport PropagateShardings(ir::Module& module) {
+  if (!module.mesh())
+    Fail("sharding propagation: module @{} has no mesh; add {{mesh_axes=[...], mesh_shape=[...]}} to the module "
+         "(docs/ir.md, \"Meshes\")",
+         module.name());
+  CheckAnnotations(module);
+  Propagator p(*module.entry(), *module.mesh());
+  return p.Run();
+}
+
+}  // namespace axle::spmd
