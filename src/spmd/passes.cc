@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "passes/pass.h"
+#include "spmd/partitioner.h"
 #include "spmd/propagation.h"
 
 namespace axle::spmd {
@@ -27,6 +28,7 @@ void RegisterPasses() {
   std::call_once(once, [] {
     // The SPMD passes, in pipeline order. Add new ones here.
     passes::RegisterPass(MakeShardingPropagationPass);
+    passes::RegisterPass(CreatePartitionPass);
   });
 }
 

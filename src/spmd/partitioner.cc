@@ -1,0 +1,436 @@
+// The partitioner's driver and its per-op rules (partitioner.h; docs/spmd.md, "Partitioning").
+//
+// Every global value has a local value in its annotated sharding. A rule picks the sharding each
+// operand must have (from the result's annotation, keeping an operand's sharding on the dims the
+// op reduces), reshards the operands, emits the local op, and reshards what that yields to the
+// result's annotation. Ops without a rule here (gather, dynamic_slice, rng, ...) run on the whole
+// value: operands replicated, the op as in the global program, result cut to its sharding.
+#include "spmd/partitioner.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+
+#include "core/error.h"
+#include "ir/verifier.h"
+#include "passes/pass.h"
+#include "spmd/partitioner_internal.h"
+#include "spmd/shard_util.h"
+
+namespace axle::spmd {
+namespace {
+
+using ir::Node;
+using ir::OpKind;
+using ir::Sharding;
+using ir::TensorType;
+using ir::Value;
+
+bool Contains(const std::vector<std::string>& v, const std::string& a) {
+  return std::find(v.begin(), v.end(), a) != v.end();
+}
+bool Intersects(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  return std::any_of(a.begin(), a.end(), [&](const std::string& x) { return Contains(b, x); });
+}
+Sharding Replicated(int64_t rank) {
+  Sharding s;
+  s.dims.resize(static_cast<size_t>(rank));
+  return s;
+}
+// `s` without its partial axes.
+Sharding Full(Sharding s) {
+  s.partial.clear();
+  return s;
+}
+
+class Partitioner {
+ public:
+  Partitioner(const ir::Function& global, const ir::Mesh& mesh, ir::Function* out)
+      : global_(global), mesh_(mesh), b_(out, ir::ShapeContext{mesh.size()}), lb_(b_, mesh) {}
+
+  void Run() {
+    for (const auto& n : global_.nodes()) {
+      b_.set_loc(n->loc());
+      Partition(*n);
+    }
+    std::vector<Value*> results;
+    for (const Value* r : global_.results()) {
+      if (!Ann(r).partial.empty())
+        Fail("spmd-partition: result %{} is {} with partial axes; results must be fully reduced (annotate it "
+             "without partial=[...])",
+             r->name(), Type(r));
+      results.push_back(local_.at(r));
+    }
+    b_.set_loc(global_.loc());
+    b_.Return(results);
+  }
+
+ private:
+  std::string Type(const Value* v) const {
+    return v->type().ToString() + (v->sharding() ? v->sharding()->ToString() : "");
+  }
+  // A value's annotated sharding, normalized (errors name the value).
+  Sharding Ann(const Value* v) const {
+    try {
+      return NormalizeSharding(v->sharding(), v->type().rank(), mesh_);
+    } catch (const Error& e) {
+      Fail("spmd-partition: value %{} ({}): {}", v->name(), v->type().ToString(), e.what());
+    }
+  }
+  // The local value of global operand `v` in sharding `want`.
+  Value* Get(const Value* v, const Sharding& want) { return lb_.Reshard(local_.at(v), v->type(), Ann(v), want); }
+  // Records `lv` (in sharding `have`) as the local value of global `gv`, resharded to its annotation.
+  void Set(const Value* gv, Value* lv, const Sharding& have) {
+    Value* out = lb_.Reshard(lv, gv->type(), have, Ann(gv));
+    if (out->name().empty() && !gv->name().empty() && names_.insert(gv->name()).second) out->set_name(gv->name());
+    local_[gv] = out;
+  }
+  TensorType LocalType(const Value* gv, const Sharding& s) const {
+    return TensorType(gv->dtype(), LocalShape(gv->shape(), s, mesh_));
+  }
+
+  void Partition(const Node& n);
+  void Elementwise(const Node& n);
+  void BroadcastInDim(const Node& n);
+  void Reshape(const Node& n);
+  void Transpose(const Node& n);
+  void Reduce(const Node& n);
+  void DotGeneral(const Node& n);
+  void Iota(const Node& n);
+  void PerDim(const Node& n, const std::vector<int64_t>& touched);
+  void Whole(const Node& n);
+
+  const ir::Function& global_;
+  const ir::Mesh& mesh_;
+  ir::Builder b_;
+  internal::LocalBuilder lb_;
+  std::unordered_map<const Value*, Value*> local_;
+  std::set<std::string> names_;
+};
+
+void Partitioner::Partition(const Node& n) {
+  const Value* r = n.num_results() > 0 ? n.result(0) : nullptr;
+  switch (n.op()) {
+    case OpKind::kParameter: {
+      Sharding s = Ann(r);
+      if (!s.partial.empty())
+        Fail("spmd-partition: parameter %{} is {} with partial axes; parameters must be fully reduced", r->name(),
+             Type(r));
+      Value* p = b_.Parameter(n.attrs_as<ir::ParameterAttrs>().index, LocalType(r, s), r->name());
+      if (!r->name().empty()) names_.insert(r->name());
+      local_[r] = p;
+      return;
+    }
+    case OpKind::kConstant: {
+      const ir::Literal& lit = n.attrs_as<ir::ConstantAttrs>().value;
+      Sharding s = Full(Ann(r));
+      if (lit.IsSplat() && lit.NumElements() > 1) {  // any shard of a splat is a smaller splat (same bits)
+        ir::Literal local(LocalType(r, s));
+        for (int64_t i = 0; i < local.NumElements(); ++i) ir::SetElementBits(local, i, ir::ElementBits(lit, 0));
+        return Set(r, b_.Constant(std::move(local)), s);
+      }
+      Set(r, b_.Constant(lit), Replicated(r->type().rank()));
+      return;
+    }
+    case OpKind::kReplicaId:
+      Fail("spmd-partition: replica_id in the global program (node at {}); the partitioner derives device "
+           "indices itself",
+           n.loc().ToString());
+    case OpKind::kBroadcastInDim: return BroadcastInDim(n);
+    case OpKind::kReshape: return Reshape(n);
+    case OpKind::kTranspose: return Transpose(n);
+    case OpKind::kReduce: return Reduce(n);
+    case OpKind::kDotGeneral: return DotGeneral(n);
+    case OpKind::kIota: return Iota(n);
+    case OpKind::kSlice: {
+      const auto& a = n.attrs_as<ir::SliceAttrs>();
+      std::vector<int64_t> touched;
+      for (int64_t d = 0; d < r->type().rank(); ++d)
+        if (a.start[d] != 0 || a.limit[d] != n.operand(0)->shape().dim(d) || a.strides[d] != 1) touched.push_back(d);
+      return PerDim(n, touched);
+    }
+    case OpKind::kPad: {
+      const auto& a = n.attrs_as<ir::PadAttrs>();
+      std::vector<int64_t> touched;
+      for (int64_t d = 0; d < r->type().rank(); ++d)
+        if (a.low[d] != 0 || a.high[d] != 0 || a.interior[d] != 0) touched.push_back(d);
+      return PerDim(n, touched);
+    }
+    case OpKind::kReverse: return PerDim(n, n.attrs_as<ir::ReverseAttrs>().dims);
+    case OpKind::kConcatenate: return PerDim(n, {n.attrs_as<ir::ConcatenateAttrs>().dim});
+    case OpKind::kCumsum: return PerDim(n, {n.attrs_as<ir::CumsumAttrs>().dim});
+    case OpKind::kSort: return PerDim(n, {n.attrs_as<ir::SortAttrs>().dim});
+    case OpKind::kArgMax:
+    case OpKind::kArgMin: return PerDim(n, {n.attrs_as<ir::ArgReduceAttrs>().dim});
+    case OpKind::kOptimizationBarrier: {
+      std::vector<Value*> ops;
+      std::vector<Sharding> have;
+      for (size_t i = 0; i < n.num_operands(); ++i) {
+        have.push_back(Full(Ann(n.result(i))));
+        ops.push_back(Get(n.operand(i), have.back()));
+      }
+      std::vector<Value*> outs = b_.Build(n.op(), ops, n.attrs());
+      for (size_t i = 0; i < outs.size(); ++i) Set(n.result(i), outs[i], have[i]);
+      return;
+    }
+    default: break;
+  }
+  if (n.info().Has(ir::kCollective))
+    Fail("spmd-partition: collective {} in the global program (at {}); the input of the partitioner has one "
+         "replica and states communication only through shardings",
+         n.name(), n.loc().ToString());
+  if (n.info().Has(ir::kElementwise)) return Elementwise(n);
+  Whole(n);
+}
+
+void Partitioner::Elementwise(const Node& n) {
+  const Value* r = n.result(0);
+  bool same_shape = true;
+  for (const Value* o : n.operands())
+    same_shape = same_shape && (o->shape() == r->shape() || o->type().rank() == 0);
+  if (!same_shape) return Whole(n);
+  // Linear ops map partial sums to a partial sum: a partial result is computed from partial operands.
+  const bool linear = n.op() == OpKind::kAdd || n.op() == OpKind::kSub || n.op() == OpKind::kNeg;
+  Sharding want = linear ? Ann(r) : Full(Ann(r));
+  std::vector<Value*> ops;
+  for (const Value* o : n.operands())
+    ops.push_back(Get(o, o->type().rank() == r->type().rank() ? want : Replicated(o->type().rank())));
+  std::vector<TensorType> declared;
+  if (n.info().Has(ir::kDeclaresResult)) declared.push_back(LocalType(r, want));
+  Set(r, b_.Build1(n.op(), ops, n.attrs(), declared), want);
+}
+
+void Partitioner::BroadcastInDim(const Node& n) {
+  const Value* r = n.result(0);
+  const Value* x = n.operand(0);
+  const auto& dims = n.attrs_as<ir::BroadcastInDimAttrs>().dims;
+  Sharding have = Full(Ann(r));
+  Sharding want = Replicated(x->type().rank());
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (x->shape().dim(i) == r->shape().dim(dims[i])) want.dims[i] = have.dims[dims[i]];
+  Set(r, b_.Build1(n.op(), {Get(x, want)}, n.attrs(), {LocalType(r, have)}), have);
+}
+
+void Partitioner::Transpose(const Node& n) {
+  const Value* r = n.result(0);
+  const auto& perm = n.attrs_as<ir::TransposeAttrs>().perm;
+  Sharding have = Full(Ann(r));
+  Sharding want = Replicated(r->type().rank());
+  for (size_t i = 0; i < perm.size(); ++i) want.dims[perm[i]] = have.dims[i];
+  Set(r, b_.Build1(n.op(), {Get(n.operand(0), want)}, n.attrs()), have);
+}
+
+// A reshape keeps a sharded dim only as the major (first non-1) dim of a group of input dims whose
+// product equals that of a group of output dims, with both major dims divisible by the shard
+// count: then every device's block is one contiguous run of the group's elements on both sides.
+void Partitioner::Reshape(const Node& n) {
+  const Value* r = n.result(0);
+  const Value* x = n.operand(0);
+  const std::vector<int64_t>& in = x->shape().dims();
+  const std::vector<int64_t>& out = r->shape().dims();
+  Sharding ann = Full(Ann(r));
+  Sharding want = Replicated(x->type().rank()), have = Replicated(r->type().rank());
+  const bool empty = x->type().NumElements() == 0;
+  size_t i = 0, j = 0;
+  while (!empty && (i < in.size() || j < out.size())) {
+    const size_t gi = i, gj = j;
+    int64_t pi = 1, po = 1;
+    if (i < in.size()) pi *= in[i++];
+    if (j < out.size()) po *= out[j++];
+    while (pi != po) {
+      if (pi < po && i < in.size()) pi *= in[i++];
+      else if (po < pi && j < out.size()) po *= out[j++];
+      else break;
+    }
+    size_t im = gi, jm = gj;
+    while (im + 1 < i && in[im] == 1) ++im;
+    while (jm + 1 < j && out[jm] == 1) ++jm;
+    if (jm >= j || im >= i) continue;
+    bool only_major = true;
+    for (size_t k = gj; k < j; ++k)
+      if (k != jm && !ann.dims[k].empty()) only_major = false;
+    const int64_t cnt = mesh_.AxesSize(ann.dims[jm]);
+    if (only_major && cnt > 1 && in[im] % cnt == 0 && out[jm] % cnt == 0) {
+      want.dims[im] = ann.dims[jm];
+      have.dims[jm] = ann.dims[jm];
+    }
+  }
+  Set(r, b_.Reshape(Get(x, want), LocalShape(r->shape(), have, mesh_)), have);
+}
+
+void Partitioner::Reduce(const Node& n) {
+  const Value* r = n.result(0);
+  const Value* x = n.operand(0);
+  const auto& a = n.attrs_as<ir::ReduceAttrs>();
+  const int64_t rank = x->type().rank();
+  Sharding ann = Full(Ann(r)), xs = Full(Ann(x));
+  // The reduced dims keep the operand's sharding (their axes become a partial sum).
+  Sharding want = Replicated(rank);
+  std::vector<std::string> reduced_axes;
+  for (int64_t d : a.dims) {
+    if (Intersects(xs.dims[d], reduced_axes)) continue;
+    want.dims[d] = xs.dims[d];
+    reduced_axes.insert(reduced_axes.end(), xs.dims[d].begin(), xs.dims[d].end());
+  }
+  Sharding have = Replicated(r->type().rank());
+  for (int64_t d = 0, k = 0; d < rank; ++d) {
+    if (std::find(a.dims.begin(), a.dims.end(), d) != a.dims.end()) continue;
+    if (!Intersects(ann.dims[k], reduced_axes)) want.dims[d] = have.dims[k] = ann.dims[k];
+    ++k;
+  }
+  Value* v = Get(x, want);
+  v = lb_.MaskPadding(v, x->type(), want, a.dims, internal::ReduceIdentity(a.kind, x->dtype()));
+  v = b_.Reduce(v, a.kind, a.dims);
+  if (!reduced_axes.empty()) {
+    if (a.kind == ir::ReduceKind::kSum) {
+      have.partial = reduced_axes;  // all_reduce, reduce_scatter or kept partial: Reshard decides
+    } else {
+      v = b_.Build1(OpKind::kAllReduce, {v}, ir::AllReduceAttrs{a.kind, lb_.Groups(reduced_axes)});
+    }
+  }
+  Set(r, v, have);
+}
+
+void Partitioner::DotGeneral(const Node& n) {
+  const Value* r = n.result(0);
+  const Value* lhs = n.operand(0);
+  const Value* rhs = n.operand(1);
+  const auto& a = n.attrs_as<ir::DotGeneralAttrs>();
+  Sharding ann = Full(Ann(r)), ls = Full(Ann(lhs)), rs = Full(Ann(rhs));
+  // Contracting dims: the axes both sides agree on, else the one sharded side's (the other side is
+  // resharded to match); their axes make the local product a partial sum.
+  std::vector<std::vector<std::string>> contract(a.lhs_contracting.size());
+  std::vector<std::string> axes;
+  for (size_t k = 0; k < contract.size(); ++k) {
+    const auto& l = ls.dims[a.lhs_contracting[k]];
+    const auto& rr = rs.dims[a.rhs_contracting[k]];
+    std::vector<std::string> c = !l.empty() ? l : rr;
+    if (c.empty() || Intersects(c, axes)) continue;
+    contract[k] = c;
+    axes.insert(axes.end(), c.begin(), c.end());
+  }
+  Sharding have = Replicated(r->type().rank());
+  for (int64_t d = 0; d < r->type().rank(); ++d)
+    if (!Intersects(ann.dims[d], axes)) have.dims[d] = ann.dims[d];
+  auto free_dims = [](int64_t rank, const std::vector<int64_t>& batch, const std::vector<int64_t>& con) {
+    std::vector<int64_t> f;
+    for (int64_t d = 0; d < rank; ++d)
+      if (std::find(batch.begin(), batch.end(), d) == batch.end() && std::find(con.begin(), con.end(), d) == con.end())
+        f.push_back(d);
+    return f;
+  };
+  std::vector<int64_t> lf = free_dims(lhs->type().rank(), a.lhs_batch, a.lhs_contracting);
+  std::vector<int64_t> rf = free_dims(rhs->type().rank(), a.rhs_batch, a.rhs_contracting);
+  Sharding lw = Replicated(lhs->type().rank()), rw = Replicated(rhs->type().rank());
+  size_t out = 0;
+  for (size_t k = 0; k < a.lhs_batch.size(); ++k, ++out) {
+    lw.dims[a.lhs_batch[k]] = have.dims[out];
+    rw.dims[a.rhs_batch[k]] = have.dims[out];
+  }
+  for (int64_t d : lf) lw.dims[d] = have.dims[out++];
+  for (int64_t d : rf) rw.dims[d] = have.dims[out++];
+  for (size_t k = 0; k < contract.size(); ++k) {
+    lw.dims[a.lhs_contracting[k]] = contract[k];
+    rw.dims[a.rhs_contracting[k]] = contract[k];
+  }
+  // Padding along a split contracting dim must add nothing: zero it on both sides.
+  Value* l = lb_.MaskPadding(Get(lhs, lw), lhs->type(), lw, a.lhs_contracting, 0);
+  Value* rr = lb_.MaskPadding(Get(rhs, rw), rhs->type(), rw, a.rhs_contracting, 0);
+  have.partial = axes;
+  Set(r, b_.DotGeneral(l, rr, a), have);
+}
+
+void Partitioner::Iota(const Node& n) {
+  const Value* r = n.result(0);
+  const int64_t dim = n.attrs_as<ir::IotaAttrs>().dim;
+  Sharding have = Full(Ann(r));
+  TensorType local = LocalType(r, have);
+  if (have.dims[dim].empty()) return Set(r, b_.Iota(local, dim), have);
+  if (r->dtype() == DType::kI8 || r->dtype() == DType::kU8 || r->shape().dim(dim) > (int64_t{1} << 31) - 1)
+    return Whole(n);  // those wrap, where convert saturates
+  Value* i = b_.Iota(TensorType(DType::kI32, local.shape), dim);
+  Value* at = b_.Add(i, b_.BroadcastInDim(lb_.BlockOffset(have.dims[dim], r->shape().dim(dim)), local.shape, {}));
+  Set(r, r->dtype() == DType::kI32 ? at : b_.Convert(at, r->dtype()), have);
+}
+
+// Ops that act along some dims only (`touched`): those are made whole, the others keep the
+// result's sharding; operands of another rank (pad's value) are replicated.
+void Partitioner::PerDim(const Node& n, const std::vector<int64_t>& touched) {
+  const Value* x = n.operand(0);
+  const int64_t rank = x->type().rank();
+  Sharding want = Replicated(rank);
+  const Value* r = n.result(0);
+  Sharding ann = Full(Ann(r));
+  const bool drops = r->type().rank() == rank - 1;  // argmax/argmin remove their dim
+  for (int64_t d = 0, k = 0; d < rank; ++d) {
+    const bool t = std::find(touched.begin(), touched.end(), d) != touched.end();
+    if (!(t && drops)) {
+      if (!t) want.dims[d] = ann.dims[k];
+      ++k;
+    }
+  }
+  std::vector<Value*> ops;
+  for (const Value* o : n.operands()) ops.push_back(Get(o, o->type().rank() == rank ? want : Replicated(o->type().rank())));
+  ir::Attrs attrs = n.attrs();
+  if (auto* s = std::get_if<ir::SliceAttrs>(&attrs))
+    for (int64_t d = 0; d < rank; ++d)
+      if (std::find(touched.begin(), touched.end(), d) == touched.end()) s->limit[d] = ops[0]->shape().dim(d);
+  Sharding have = want;
+  if (drops) have.dims.erase(have.dims.begin() + touched[0]);
+  std::vector<Value*> outs = b_.Build(n.op(), ops, attrs);
+  for (size_t i = 0; i < outs.size(); ++i) Set(n.result(i), outs[i], have);
+}
+
+// The fallback: the op on whole operands, as in the global program; results cut to their sharding.
+void Partitioner::Whole(const Node& n) {
+  std::vector<Value*> ops;
+  for (const Value* o : n.operands()) ops.push_back(Get(o, Replicated(o->type().rank())));
+  std::vector<TensorType> declared;
+  if (n.info().Has(ir::kDeclaresResult))
+    for (const Value* r : n.results()) declared.push_back(r->type());
+  std::vector<Value*> outs = b_.Build(n.op(), ops, n.attrs(), declared);
+  for (size_t i = 0; i < outs.size(); ++i) Set(n.result(i), outs[i], Replicated(n.result(i)->type().rank()));
+}
+
+}  // namespace
+
+std::unique_ptr<ir::Module> Partition(const ir::Module& global) {
+  if (!global.mesh())
+    Fail("spmd-partition: module @{} has no mesh; give it one (module @{} {{mesh_axes=[...], mesh_shape=[...]}})",
+         global.name(), global.name());
+  if (global.num_replicas() != 1)
+    Fail("spmd-partition: module @{} has num_replicas {}; the partitioner takes the global program (1 replica) "
+         "and makes the {}-device one",
+         global.name(), global.num_replicas(), global.mesh()->size());
+  ir::Verify(global);
+  auto out = std::make_unique<ir::Module>(global.name());
+  out->set_mesh(global.mesh());
+  out->set_num_replicas(global.mesh()->size());
+  const ir::Function& entry = *global.entry();
+  ir::Function* f = out->AddFunction(entry.name());
+  f->set_loc(entry.loc());
+  Partitioner(entry, *out->mesh(), f).Run();
+  ir::Verify(*out);
+  return out;
+}
+
+namespace {
+
+class PartitionPass : public passes::Pass {
+ public:
+  std::string_view name() const override { return "spmd-partition"; }
+  std::string_view summary() const override {
+    return "SPMD partitioner: the per-device program of a module with a mesh and shardings";
+  }
+  bool Run(ir::Module& module) override {
+    std::unique_ptr<ir::Module> out = Partition(module);
+    module = std::move(*out);
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<passes::Pass> CreatePartitionPass() { return std::make_unique<PartitionPass>(); }
+
+}  // namespace axle::spmd

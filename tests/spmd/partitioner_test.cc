@@ -1,0 +1,532 @@
+// The SPMD partitioner (src/spmd/partitioner.h): collectives it inserts (printed IR against CHECK
+// lines), errors, the shard helpers, and differential tests: each global program, with random
+// shardings on several meshes, must give through ir::EvaluateReplicated on the shards what
+// ir::Evaluate gives on the whole inputs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "core/error.h"
+#include "ir/builder.h"
+#include "ir/interpreter.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "passes/pass.h"
+#include "spmd/partitioner.h"
+#include "spmd/shard_util.h"
+#include "testing/filecheck.h"
+
+namespace axle {
+namespace {
+
+using ir::Builder;
+using ir::DotGeneralAttrs;
+using ir::Literal;
+using ir::Mesh;
+using ir::Module;
+using ir::OpKind;
+using ir::Sharding;
+using ir::TensorType;
+using ir::Value;
+
+// ---------------------------------------------------------------------------------------------
+// Printed partitioned programs.
+
+std::string PartitionText(const std::string& text) {
+  std::unique_ptr<Module> m = ir::ParseModule(text);
+  return ir::PrintModule(*spmd::Partition(*m));
+}
+
+void ExpectChecks(const std::string& text, const std::string& checks) {
+  std::string printed = PartitionText(text);
+  testing::FileCheckResult r = testing::FileCheck(printed, checks);
+  EXPECT_TRUE(r.ok) << r.message << "\n--- printed module:\n" << printed;
+}
+
+TEST(PartitionText, ContractingDimShardedIsOneAllReduce) {
+  ExpectChecks(R"(module @m {mesh_axes=[x], mesh_shape=[2]} {
+  func @main {
+    %a = parameter() {index=0} : f32[4,8]{[], [x]}
+    %b = parameter() {index=1} : f32[8,2]{[x], []}
+    %c = dot_general(%a, %b) {lhs_contracting=[1], rhs_contracting=[0]} : f32[4,2]
+    return %c
+  }
+})",
+               R"(
+// CHECK: num_replicas=2
+// CHECK: %a = parameter() {index=0} : f32[4,4]
+// CHECK: %b = parameter() {index=1} : f32[4,2]
+// CHECK-NOT: all_gather
+// CHECK: dot_general(%a, %b) {{.*}} : f32[4,2]
+// CHECK-NEXT: %c = all_reduce({{.*}}) {kind=sum, groups=[[0, 1]]} : f32[4,2]
+// CHECK-NEXT: return %c
+)");
+}
+
+TEST(PartitionText, ShardedBatchDimNeedsNoCollective) {
+  ExpectChecks(R"(module @m {mesh_axes=[dp, tp], mesh_shape=[2,2]} {
+  func @main {
+    %a = parameter() {index=0} : f32[4,3,5]{[dp], [], []}
+    %b = parameter() {index=1} : f32[4,5,6]{[dp], [], [tp]}
+    %c = dot_general(%a, %b) {lhs_batch=[0], rhs_batch=[0], lhs_contracting=[2], rhs_contracting=[1]} : f32[4,3,6]{[dp], [], [tp]}
+    return %c
+  }
+})",
+               R"(
+// CHECK: %b = parameter() {index=1} : f32[2,5,3]
+// CHECK-NOT: all_
+// CHECK-NOT: reduce_scatter
+// CHECK: %c = dot_general(%a, %b) {{.*}} : f32[2,3,3]
+// CHECK-NEXT: return %c
+)");
+}
+
+TEST(PartitionText, ResultShardedOnContractingAxisIsReduceScatter) {
+  ExpectChecks(R"(module @m {mesh_axes=[x], mesh_shape=[4]} {
+  func @main {
+    %a = parameter() {index=0} : f32[8,8]{[], [x]}
+    %b = parameter() {index=1} : f32[8,4]{[x], []}
+    %c = dot_general(%a, %b) {lhs_contracting=[1], rhs_contracting=[0]} : f32[8,4]{[x], []}
+    return %c
+  }
+})",
+               R"(
+// CHECK: dot_general(%a, %b) {{.*}} : f32[8,4]
+// CHECK-NEXT: %c = reduce_scatter({{.*}}) {kind=sum, dim=0, groups=[[0, 1, 2, 3]]} : f32[2,4]
+// CHECK-NOT: all_reduce
+)");
+}
+
+TEST(PartitionText, ReduceOverShardedDimOfUnevenSizeMasksAndAllReduces) {
+  ExpectChecks(R"(module @m {mesh_axes=[x, y], mesh_shape=[2,2]} {
+  func @main {
+    %a = parameter() {index=0} : f32[7,3]{[y], [x]}
+    %s = reduce(%a) {kind=max, dims=[0]} : f32[3]{[x]}
+    return %s
+  }
+})",
+               R"(
+// CHECK: %a = parameter() {index=0} : f32[4,2]
+// CHECK: replica_id()
+// CHECK: select(
+// CHECK: reduce({{.*}}) {kind=max, dims=[0]} : f32[2]
+// CHECK-NEXT: %s = all_reduce({{.*}}) {kind=max, groups=[[0, 1], [2, 3]]} : f32[2]
+)");
+}
+
+TEST(PartitionText, PartialResultIsKeptUntilAConsumerNeedsItWhole) {
+  ExpectChecks(R"(module @m {mesh_axes=[x], mesh_shape=[2]} {
+  func @main {
+    %a = parameter() {index=0} : f32[4,8]{[], [x]}
+    %s = reduce(%a) {kind=sum, dims=[1]} : f32[4]{[], partial=[x]}
+    %t = add(%s, %s) : f32[4]{[], partial=[x]}
+    %u = exp(%t) : f32[4]
+    return %u
+  }
+})",
+               R"(
+// CHECK: %s = reduce(%a) {kind=sum, dims=[1]} : f32[4]
+// CHECK-NOT: all_reduce
+// CHECK: %t = add(%s, %s)
+// CHECK-NEXT: all_reduce(%t) {kind=sum, groups=[[0, 1]]}
+// CHECK-NEXT: %u = exp(
+)");
+}
+
+TEST(PartitionText, ReplicatedToShardedIsALocalDynamicSlice) {
+  ExpectChecks(R"(module @m {mesh_axes=[x, y], mesh_shape=[2,4]} {
+  func @main {
+    %a = parameter() {index=0} : f32[8,6]
+    %b = neg(%a) : f32[8,6]{[x, y], []}
+    return %b
+  }
+})",
+               R"(
+// CHECK-NOT: all_
+// CHECK: replica_id()
+// CHECK: constant() {value=[0, 1, 2, 3, 4, 5, 6, 7]} : i32[8]
+// CHECK: dynamic_slice({{.*}}) {sizes=[1, 6]} : f32[1,6]
+// CHECK: %b = neg(
+)");
+}
+
+TEST(PartitionText, AxisMoveIsAllToAll) {
+  ExpectChecks(R"(module @m {mesh_axes=[x], mesh_shape=[2]} {
+  func @main {
+    %a = parameter() {index=0} : f32[4,6]{[x], []}
+    %b = abs(%a) : f32[4,6]{[], [x]}
+    return %b
+  }
+})",
+               R"(
+// CHECK: %a = parameter() {index=0} : f32[2,6]
+// CHECK-NEXT: all_to_all(%a) {split_dim=1, concat_dim=0, groups=[[0, 1]]} : f32[4,3]
+// CHECK-NEXT: %b = abs(
+)");
+}
+
+TEST(PartitionText, ShardedToReplicatedGathersAndDropsPadding) {
+  ExpectChecks(R"(module @m {mesh_axes=[x], mesh_shape=[2]} {
+  func @main {
+    %a = parameter() {index=0} : f32[7]{[x]}
+    %b = neg(%a) : f32[7]
+    return %b
+  }
+})",
+               R"(
+// CHECK: %a = parameter() {index=0} : f32[4]
+// CHECK-NEXT: all_gather(%a) {dim=0, groups=[[0, 1]]} : f32[8]
+// CHECK-NEXT: slice({{.*}}) {start=[0], limit=[7], strides=[1]} : f32[7]
+)");
+}
+
+TEST(PartitionText, PassIsRegisteredUnderItsName) {
+  std::unique_ptr<passes::Pass> p = spmd::CreatePartitionPass();
+  EXPECT_EQ(p->name(), "spmd-partition");
+  std::unique_ptr<Module> m = ir::ParseModule(R"(module @m {mesh_axes=[x], mesh_shape=[2]} {
+  func @main {
+    %a = parameter() {index=0} : f32[4]{[x]}
+    return %a
+  }
+})");
+  EXPECT_TRUE(p->Run(*m));
+  EXPECT_EQ(m->num_replicas(), 2);
+  EXPECT_EQ(m->entry()->Parameters()[0]->result()->type().ToString(), "f32[2]");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors.
+
+void ExpectError(const std::string& text, const std::string& needle) {
+  std::unique_ptr<Module> m = ir::ParseModule(text);
+  try {
+    spmd::Partition(*m);
+    ADD_FAILURE() << "no error; expected one containing: " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(PartitionErrors, PartialParameterOrResult) {
+  ExpectError(R"(module @m {mesh_axes=[x], mesh_shape=[2]} {
+  func @main {
+    %a = parameter() {index=0} : f32[4]{[], partial=[x]}
+    return %a
+  }
+})",
+              "parameter %a is f32[4]{[], partial=[x]} with partial axes");
+  ExpectError(R"(module @m {mesh_axes=[x], mesh_shape=[2]} {
+  func @main {
+    %a = parameter() {index=0} : f32[4]
+    %s = reduce(%a) {kind=sum, dims=[0]} : f32[]{partial=[x]}
+    return %s
+  }
+})",
+              "result %s is f32[]{partial=[x]} with partial axes");
+}
+
+TEST(PartitionErrors, NoMeshOrAlreadyPartitioned) {
+  ExpectError("module @m {\n func @main {\n %a = parameter() {index=0} : f32[4]\n return %a\n }\n}", "has no mesh");
+  ExpectError(R"(module @m {num_replicas=2, mesh_axes=[x], mesh_shape=[2]} {
+  func @main {
+    %a = parameter() {index=0} : f32[4]
+    return %a
+  }
+})",
+              "has num_replicas 2");
+}
+
+TEST(PartitionErrors, CollectiveInGlobalProgram) {
+  ExpectError(R"(module @m {mesh_axes=[x], mesh_shape=[2]} {
+  func @main {
+    %a = parameter() {index=0} : f32[4]
+    %b = all_reduce(%a) {kind=sum, groups=[]} : f32[4]
+    return %b
+  }
+})",
+              "collective all_reduce in the global program");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shard helpers.
+
+TEST(ShardUtil, UnevenBlocksArePaddedAndRoundTrip) {
+  Mesh mesh({"x", "y"}, {2, 2}, {3, 1, 0, 2});
+  std::vector<float> v(21);
+  for (int i = 0; i < 21; ++i) v[i] = static_cast<float>(i);
+  Literal g = Literal::FromVector<float>(DType::kF32, Shape{7, 3}, v);
+  Sharding s{{{"y", "x"}, {}}, {}};
+  std::vector<Literal> shards;
+  for (int64_t d = 0; d < 4; ++d) shards.push_back(spmd::ShardLiteral(g, s, mesh, d));
+  // Block k (of 2 rows) goes to the device whose index along [y, x] is k.
+  for (int64_t d = 0; d < 4; ++d) {
+    int64_t k = mesh.ShardIndex(d, {"y", "x"});
+    ASSERT_EQ(shards[d].type().ToString(), "f32[2,3]");
+    for (int64_t i = 0; i < 6; ++i) {
+      int64_t gi = k * 6 + i;
+      EXPECT_EQ(shards[d].GetDouble(i), gi < 21 ? gi : 0) << "device " << d << " element " << i;
+    }
+  }
+  EXPECT_EQ(spmd::AssembleLiteral(shards, s, mesh, g.type()), g);
+  EXPECT_THROW(spmd::ShardLiteral(g, Sharding{{{}, {}}, {"x"}}, mesh, 0), Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Differential tests.
+
+struct Program {
+  std::string name;
+  bool exact;  // no sum is reordered: results must match bitwise
+  std::function<void(Builder&)> build;
+};
+void PrintTo(const Program& p, std::ostream* os) { *os << p.name; }
+
+// Overwrites the padding of a shard with garbage (NaN for floats), so that a partitioned program
+// that lets padding reach a valid element fails.
+void PoisonPadding(Literal& shard, const Shape& global, const Sharding& s, const Mesh& mesh, int64_t device) {
+  Literal marker = spmd::ShardLiteral(Literal::Splat(TensorType(DType::kU8, global), 1), s, mesh, device);
+  for (int64_t i = 0; i < shard.NumElements(); ++i)
+    if (marker.GetInt64(i) == 0) shard.SetDouble(i, IsFloat(shard.dtype()) ? std::nan("") : 5);
+}
+
+Literal RandomLiteral(const TensorType& t, std::mt19937& rng) {
+  std::vector<double> v(static_cast<size_t>(t.NumElements()));
+  std::uniform_real_distribution<double> u(-2, 2);
+  for (double& x : v) {
+    if (IsFloat(t.dtype)) x = u(rng);
+    else if (IsBool(t.dtype)) x = rng() % 2;
+    else x = static_cast<double>(rng() % 7);
+  }
+  return Literal::FromDoubles(t.dtype, t.shape, v);
+}
+
+// Each mesh axis goes to a random dim (or none), in random order; float intermediates may also
+// be a pending partial sum over axes no dim uses.
+Sharding RandomSharding(const TensorType& t, const Mesh& mesh, bool allow_partial, std::mt19937& rng) {
+  Sharding s;
+  s.dims.resize(static_cast<size_t>(t.rank()));
+  std::vector<std::string> axes = mesh.axis_names();
+  std::shuffle(axes.begin(), axes.end(), rng);
+  for (const std::string& a : axes) {
+    int64_t pick = static_cast<int64_t>(rng() % static_cast<uint32_t>(t.rank() + 2));
+    if (pick < t.rank()) s.dims[pick].push_back(a);
+    else if (pick == t.rank() + 1 && allow_partial && IsFloat(t.dtype) && rng() % 2) s.partial.push_back(a);
+  }
+  return s;
+}
+
+bool Close(const Literal& want, const Literal& got, bool exact, std::string* why) {
+  if (want.type() != got.type()) {
+    *why = "type " + got.type().ToString() + " vs " + want.type().ToString();
+    return false;
+  }
+  if (exact || !IsFloat(want.dtype())) {
+    if (want == got) return true;
+    *why = "not bitwise equal";
+    return false;
+  }
+  for (int64_t i = 0; i < want.NumElements(); ++i) {
+    double a = want.GetDouble(i), b = got.GetDouble(i);
+    if (std::isnan(a) && std::isnan(b)) continue;
+    if (a == b) continue;
+    if (!(std::abs(a - b) <= 1e-5 * std::max(1.0, std::abs(a)))) {
+      *why = fmt::format("element {}: {} vs {}", i, b, a);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Annotates every value of `m`'s entry at random, partitions, and compares with the global run.
+void CheckRandomShardings(const Program& p, const Mesh& mesh, int trials, std::mt19937& rng) {
+  for (int trial = 0; trial < trials; ++trial) {
+    Module m(p.name);
+    m.set_mesh(mesh);
+    Builder b(m.AddFunction("main"));
+    p.build(b);
+    ir::Function& f = *m.entry();
+    std::set<const Value*> results(f.results().begin(), f.results().end());
+    for (const auto& n : f.nodes())
+      for (Value* v : n->results()) {
+        bool boundary = n->op() == OpKind::kParameter || results.count(v) > 0;
+        if (rng() % 5 != 0) v->set_sharding(RandomSharding(v->type(), mesh, !boundary, rng));
+      }
+    ir::Verify(m);
+    std::vector<Literal> args;
+    for (const ir::Node* param : f.Parameters()) args.push_back(RandomLiteral(param->result()->type(), rng));
+    std::vector<Literal> want = ir::Evaluate(f, args);
+
+    std::unique_ptr<Module> part;
+    try {
+      part = spmd::Partition(m);
+    } catch (const Error& e) {
+      FAIL() << p.name << " on " << mesh.ToString() << ": " << e.what() << "\n" << ir::PrintModule(m);
+    }
+    std::vector<std::vector<Literal>> per_device(static_cast<size_t>(mesh.size()));
+    for (int64_t d = 0; d < mesh.size(); ++d)
+      for (size_t i = 0; i < args.size(); ++i) {
+        const Value* param = f.Parameters()[i]->result();
+        Sharding s = spmd::NormalizeSharding(param->sharding(), param->type().rank(), mesh);
+        per_device[d].push_back(spmd::ShardLiteral(args[i], s, mesh, d));
+        PoisonPadding(per_device[d].back(), param->type().shape, s, mesh, d);
+      }
+    std::vector<std::vector<Literal>> got = ir::EvaluateReplicated(*part->entry(), per_device);
+    for (size_t r = 0; r < want.size(); ++r) {
+      const Value* res = f.results()[r];
+      std::vector<Literal> shards;
+      for (int64_t d = 0; d < mesh.size(); ++d) shards.push_back(got[d][r]);
+      Literal whole = spmd::AssembleLiteral(
+          shards, spmd::NormalizeSharding(res->sharding(), res->type().rank(), mesh), mesh, res->type());
+      std::string why;
+      ASSERT_TRUE(Close(want[r], whole, p.exact, &why))
+          << p.name << " on " << mesh.ToString() << ", result " << r << ": " << why << "\nwant " << want[r].ToString()
+          << "\ngot  " << whole.ToString() << "\n--- global:\n"
+          << ir::PrintModule(m) << "--- partitioned:\n"
+          << ir::PrintModule(*part);
+    }
+  }
+}
+
+TensorType F32(Shape s) { return TensorType(DType::kF32, std::move(s)); }
+
+DotGeneralAttrs Dot(std::vector<int64_t> lb, std::vector<int64_t> rb, std::vector<int64_t> lc,
+                    std::vector<int64_t> rc) {
+  return DotGeneralAttrs{std::move(lb), std::move(rb), std::move(lc), std::move(rc)};
+}
+
+std::vector<Program> Programs() {
+  std::vector<Program> ps;
+  ps.push_back({"unary", true, [](Builder& b) { b.Return({b.Unary(OpKind::kExp, b.Parameter(0, F32({7, 6})))}); }});
+  ps.push_back({"binary", true, [](Builder& b) {
+                  Value* x = b.Parameter(0, F32({7, 6}));
+                  Value* y = b.Parameter(1, F32({7, 6}));
+                  Value* s = b.Add(x, y);
+                  b.Return({b.Mul(s, x), b.Sub(s, y)});
+                }});
+  ps.push_back({"select_compare_convert", true, [](Builder& b) {
+                  Value* x = b.Parameter(0, F32({5, 3}));
+                  Value* y = b.Parameter(1, F32({5, 3}));
+                  Value* c = b.Compare(ir::CompareDir::kLt, x, y);
+                  Value* s = b.Select(c, x, y);
+                  b.Return({s, b.Convert(s, DType::kI32), b.Convert(c, DType::kF32)});
+                }});
+  ps.push_back({"broadcast_in_dim", true, [](Builder& b) {
+                  Value* x = b.Parameter(0, F32({7}));
+                  Value* y = b.Parameter(1, F32({1, 6}));
+                  Value* bx = b.BroadcastInDim(x, Shape{7, 6}, {0});
+                  Value* by = b.BroadcastInDim(y, Shape{7, 6}, {0, 1});
+                  Value* bs = b.BroadcastInDim(b.Scalar(DType::kF32, 3), Shape{7, 6}, {});
+                  b.Return({b.Add(b.Mul(bx, by), bs)});
+                }});
+  ps.push_back({"reshape", true, [](Builder& b) {
+                  Value* x = b.Parameter(0, F32({8, 6}));
+                  Value* merged = b.Reshape(x, Shape{48});
+                  Value* split = b.Reshape(b.Unary(OpKind::kNeg, merged), Shape{4, 6, 2});
+                  Value* y = b.Parameter(1, F32({7, 6}));
+                  Value* ones = b.Reshape(b.Parameter(2, F32({1, 4, 1, 3})), Shape{12, 1});
+                  b.Return({b.Reshape(split, Shape{24, 2}), b.Reshape(y, Shape{42}), b.Reshape(y, Shape{6, 7}), ones});
+                }});
+  ps.push_back({"transpose", true, [](Builder& b) {
+                  Value* x = b.Parameter(0, F32({7, 6, 4}));
+                  b.Return({b.Transpose(x, {2, 0, 1}), b.Transpose(b.Unary(OpKind::kNeg, x), {1, 0, 2})});
+                }});
+  ps.push_back({"reduce", false, [](Builder& b) {
+                  Value* x = b.Parameter(0, F32({7, 6, 5}));
+                  b.Return({b.Reduce(x, ir::ReduceKind::kSum, {0}), b.Reduce(x, ir::ReduceKind::kSum, {0, 2}),
+                            b.Reduce(x, ir::ReduceKind::kMax, {1}), b.Reduce(x, ir::ReduceKind::kMin, {0, 1, 2})});
+                }});
+  ps.push_back({"reduce_prod_int", true, [](Builder& b) {
+                  Value* x = b.Parameter(0, TensorType(DType::kI32, Shape{7, 3}));
+                  Value* p = b.Parameter(1, TensorType(DType::kBool, Shape{5, 3}));
+                  b.Return({b.Reduce(x, ir::ReduceKind::kProd, {0}), b.Reduce(x, ir::ReduceKind::kSum, {0, 1}),
+                            b.Reduce(x, ir::ReduceKind::kMax, {1}), b.Reduce(p, ir::ReduceKind::kAnd, {0}),
+                            b.Reduce(p, ir::ReduceKind::kOr, {1})});
+                }});
+  ps.push_back({"dot", false, [](Builder& b) {
+                  Value* x = b.Parameter(0, F32({7, 5}));
+                  Value* w = b.Parameter(1, F32({5, 6}));
+                  b.Return({b.DotGeneral(x, w, Dot({}, {}, {1}, {0}))});
+                }});
+  ps.push_back({"dot_batch", false, [](Builder& b) {
+                  Value* x = b.Parameter(0, F32({4, 3, 7}));
+                  Value* y = b.Parameter(1, F32({4, 7, 2}));
+                  Value* z = b.Parameter(2, F32({3, 4, 6}));
+                  b.Return({b.DotGeneral(x, y, Dot({0}, {0}, {2}, {1})), b.DotGeneral(x, z, Dot({}, {}, {0, 1}, {1, 0}))});
+                }});
+  ps.push_back({"mlp", false, [](Builder& b) {
+                  Value* x = b.Parameter(0, F32({8, 6}));
+                  Value* w1 = b.Parameter(1, F32({6, 16}));
+                  Value* w2 = b.Parameter(2, F32({16, 4}));
+                  Value* h = b.Unary(OpKind::kTanh, b.DotGeneral(x, w1, Dot({}, {}, {1}, {0})));
+                  Value* y = b.DotGeneral(h, w2, Dot({}, {}, {1}, {0}));
+                  Value* loss = b.Reduce(b.Mul(y, y), ir::ReduceKind::kSum, {0, 1});
+                  b.Return({y, loss});
+                }});
+  ps.push_back({"slice_pad_reverse", true, [](Builder& b) {
+                  Value* x = b.Parameter(0, F32({7, 6}));
+                  Value* s = b.Build1(OpKind::kSlice, {x}, ir::SliceAttrs{{1, 0}, {7, 6}, {2, 1}});
+                  Value* p = b.Build1(OpKind::kPad, {x, b.Scalar(DType::kF32, 9)}, ir::PadAttrs{{0, 1}, {0, -2}, {0, 1}});
+                  Value* r = b.Build1(OpKind::kReverse, {x}, ir::ReverseAttrs{{1}});
+                  b.Return({s, p, r});
+                }});
+  ps.push_back({"concat_cumsum_argmax_sort", false, [](Builder& b) {
+                  Value* x = b.Parameter(0, F32({7, 6}));
+                  Value* y = b.Parameter(1, F32({3, 6}));
+                  Value* c = b.Build1(OpKind::kConcatenate, {x, y}, ir::ConcatenateAttrs{0});
+                  Value* cs = b.Build1(OpKind::kCumsum, {x}, ir::CumsumAttrs{1, false});
+                  Value* am = b.Build1(OpKind::kArgMax, {x}, ir::ArgReduceAttrs{0, DType::kI32});
+                  std::vector<Value*> so = b.Build(OpKind::kSort, {x, b.Unary(OpKind::kNeg, x)}, ir::SortAttrs{1, false});
+                  b.Return({c, cs, am, so[0], so[1]});
+                }});
+  ps.push_back({"iota_constant", true, [](Builder& b) {
+                  Value* x = b.Parameter(0, F32({7, 6}));
+                  Value* i = b.Iota(F32({7, 6}), 0);
+                  Value* j = b.Iota(TensorType(DType::kI32, Shape{7, 6}), 1);
+                  std::vector<float> cv(42);
+                  for (int k = 0; k < 42; ++k) cv[k] = static_cast<float>(k) * 0.5f;
+                  Value* c = b.Constant(Literal::FromVector<float>(DType::kF32, Shape{7, 6}, cv));
+                  Value* s = b.Constant(Literal::Splat(F32({7, 6}), 1.5));
+                  b.Return({b.Add(b.Mul(x, i), b.Add(c, s)), j});
+                }});
+  ps.push_back({"gather_dynamic_slice", true, [](Builder& b) {
+                  Value* x = b.Parameter(0, F32({7, 6}));
+                  Value* idx = b.Parameter(1, TensorType(DType::kI32, Shape{4}));
+                  Value* g = b.Build1(OpKind::kGather, {x, idx}, ir::GatherAttrs{0, 0});
+                  Value* ds = b.Build1(OpKind::kDynamicSlice, {x, b.Scalar(DType::kI32, 2), b.Scalar(DType::kI32, 1)},
+                                       ir::DynamicSliceAttrs{{3, 4}});
+                  b.Return({g, ds});
+                }});
+  return ps;
+}
+
+std::vector<Mesh> Meshes() {
+  return {Mesh({"x"}, {1}),         Mesh({"x"}, {2}),         Mesh({"x"}, {4}),
+          Mesh({"x"}, {8}),         Mesh({"x", "y"}, {2, 4}), Mesh({"x", "y"}, {4, 2}),
+          Mesh({"x", "y"}, {2, 2}, {3, 1, 0, 2})};
+}
+
+class PartitionDiffTest : public ::testing::TestWithParam<Program> {};
+
+TEST_P(PartitionDiffTest, MatchesGlobalProgramOnRandomShardings) {
+  std::mt19937 rng(1234);
+  for (const Mesh& mesh : Meshes()) CheckRandomShardings(GetParam(), mesh, 20, rng);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, PartitionDiffTest, ::testing::ValuesIn(Programs()),
+                         [](const ::testing::TestParamInfo<Program>& info) { return info.param.name; });
+
+// Every Reshard between random shardings of one value gives the same global tensor.
+TEST(Reshard, AnyToAny) {
+  std::mt19937 rng(77);
+  for (const Mesh& mesh : Meshes())
+    for (Shape shape : {Shape{7, 6}, Shape{8, 4}, Shape{5}}) {
+      Program p{"reshard", true, [&](Builder& b) { b.Return({b.Unary(OpKind::kNeg, b.Unary(OpKind::kAbs, b.Parameter(0, F32(shape))))}); }};
+      CheckRandomShardings(p, mesh, 8, rng);
+    }
+}
+
+}  // namespace
+}  // namespace axle
