@@ -54,13 +54,8 @@ class Partitioner {
       Partition(*n);
     }
     std::vector<Value*> results;
-    for (const Value* r : global_.results()) {
-      if (!Ann(r).partial.empty())
-        Fail("spmd-partition: result %{} is {} with partial axes; results must be fully reduced (annotate it "
-             "without partial=[...])",
-             r->name(), Type(r));
-      results.push_back(local_.at(r));
-    }
+    // A returned partial sum is completed here: function results are whole values.
+    for (const Value* r : global_.results()) results.push_back(Get(r, Full(Ann(r))));
     b_.set_loc(global_.loc());
     b_.Return(results);
   }
@@ -393,6 +388,23 @@ void Partitioner::Whole(const Node& n) {
 }
 
 }  // namespace
+
+ir::Sharding ParameterSharding(const ir::Module& global, int64_t index) {
+  for (const ir::Node* p : global.entry()->Parameters())
+    if (p->attrs_as<ir::ParameterAttrs>().index == index) {
+      const Value* v = p->result();
+      return NormalizeSharding(v->sharding(), v->type().rank(), *global.mesh());
+    }
+  Fail("module @{} has no parameter {}", global.name(), index);
+}
+
+ir::Sharding ResultSharding(const ir::Module& global, int64_t index) {
+  const auto& results = global.entry()->results();
+  if (index < 0 || index >= static_cast<int64_t>(results.size()))
+    Fail("module @{} has {} results, not {}", global.name(), results.size(), index + 1);
+  const Value* v = results[index];
+  return Full(NormalizeSharding(v->sharding(), v->type().rank(), *global.mesh()));
+}
 
 std::unique_ptr<ir::Module> Partition(const ir::Module& global) {
   if (!global.mesh())

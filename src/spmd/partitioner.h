@@ -24,11 +24,18 @@ namespace axle::spmd {
 // The per-device program of `global`'s entry function. `global` must be verified, have a mesh and
 // num_replicas 1; a value without a sharding is replicated. The result has the same name and mesh,
 // num_replicas = mesh size, local types, no shardings, and only the (partitioned) entry function.
-// Parameter i of the result takes each device's ShardLiteral of the global argument i; result j
-// is each device's shard of global result j in that value's sharding (AssembleLiteral rebuilds it).
-// Throws axle::Error for: no mesh, num_replicas != 1, a parameter or result with partial axes, a
-// collective or replica_id in the global program, a sharding that does not fit its value.
+// Parameter i of the result takes each device's ShardLiteral of global argument i in
+// ParameterSharding(global, i); result j is each device's shard of global result j in
+// ResultSharding(global, j) (AssembleLiteral rebuilds it): the returned value's sharding without
+// its partial axes, since a returned partial sum is completed (all_reduce) at the return.
+// Throws axle::Error for: no mesh, num_replicas != 1, a parameter with partial axes, a collective
+// or replica_id in the global program, a sharding that does not fit its value.
 std::unique_ptr<ir::Module> Partition(const ir::Module& global);
+
+// The layouts of the partitioned program's parameters and results (normalized: one entry per dim,
+// mesh axes of size 1 dropped, no partial axes), for ShardLiteral / AssembleLiteral.
+ir::Sharding ParameterSharding(const ir::Module& global, int64_t index);
+ir::Sharding ResultSharding(const ir::Module& global, int64_t index);
 
 // Appends to `b` the ops that turn `local` (a shard, in sharding `from`, of a global value of type
 // `global`) into the shard in sharding `to`, and returns it (`local` itself when nothing changes).

@@ -16,6 +16,7 @@
 #include "ir/verifier.h"
 #include "passes/pass.h"
 #include "spmd/partitioner.h"
+#include "spmd/propagation.h"
 #include "spmd/shard_util.h"
 #include "testing/filecheck.h"
 
@@ -210,7 +211,7 @@ void ExpectError(const std::string& text, const std::string& needle) {
   }
 }
 
-TEST(PartitionErrors, PartialParameterOrResult) {
+TEST(PartitionErrors, PartialParameter) {
   ExpectError(R"(module @m {mesh_axes=[x], mesh_shape=[2]} {
   func @main {
     %a = parameter() {index=0} : f32[4]{[], partial=[x]}
@@ -218,14 +219,21 @@ TEST(PartitionErrors, PartialParameterOrResult) {
   }
 })",
               "parameter %a is f32[4]{[], partial=[x]} with partial axes");
-  ExpectError(R"(module @m {mesh_axes=[x], mesh_shape=[2]} {
+}
+
+TEST(PartitionText, ReturnedPartialSumIsCompletedAtTheReturn) {
+  ExpectChecks(R"(module @m {mesh_axes=[x], mesh_shape=[2]} {
   func @main {
-    %a = parameter() {index=0} : f32[4]
+    %a = parameter() {index=0} : f32[4]{[x]}
     %s = reduce(%a) {kind=sum, dims=[0]} : f32[]{partial=[x]}
     return %s
   }
 })",
-              "result %s is f32[]{partial=[x]} with partial axes");
+               R"(
+// CHECK: %s = reduce(%a) {kind=sum, dims=[0]} : f32[]
+// CHECK-NEXT: [[R:%[0-9]+]] = all_reduce(%s) {kind=sum, groups=[[0, 1]]} : f32[]
+// CHECK-NEXT: return [[R]]
+)");
 }
 
 TEST(PartitionErrors, NoMeshOrAlreadyPartitioned) {
@@ -341,19 +349,20 @@ bool Close(const Literal& want, const Literal& got, bool exact, std::string* why
 }
 
 // Annotates every value of `m`'s entry at random, partitions, and compares with the global run.
-void CheckRandomShardings(const Program& p, const Mesh& mesh, int trials, std::mt19937& rng) {
+// With `propagate`, only the parameters are annotated and sharding propagation fills the rest.
+void CheckRandomShardings(const Program& p, const Mesh& mesh, int trials, std::mt19937& rng, bool propagate = false) {
   for (int trial = 0; trial < trials; ++trial) {
     Module m(p.name);
     m.set_mesh(mesh);
     Builder b(m.AddFunction("main"));
     p.build(b);
     ir::Function& f = *m.entry();
-    std::set<const Value*> results(f.results().begin(), f.results().end());
     for (const auto& n : f.nodes())
       for (Value* v : n->results()) {
-        bool boundary = n->op() == OpKind::kParameter || results.count(v) > 0;
-        if (rng() % 5 != 0) v->set_sharding(RandomSharding(v->type(), mesh, !boundary, rng));
+        if (propagate && n->op() != OpKind::kParameter) continue;
+        if (rng() % 5 != 0) v->set_sharding(RandomSharding(v->type(), mesh, n->op() != OpKind::kParameter, rng));
       }
+    if (propagate) spmd::PropagateShardings(m);
     ir::Verify(m);
     std::vector<Literal> args;
     for (const ir::Node* param : f.Parameters()) args.push_back(RandomLiteral(param->result()->type(), rng));
@@ -369,7 +378,7 @@ void CheckRandomShardings(const Program& p, const Mesh& mesh, int trials, std::m
     for (int64_t d = 0; d < mesh.size(); ++d)
       for (size_t i = 0; i < args.size(); ++i) {
         const Value* param = f.Parameters()[i]->result();
-        Sharding s = spmd::NormalizeSharding(param->sharding(), param->type().rank(), mesh);
+        Sharding s = spmd::ParameterSharding(m, static_cast<int64_t>(i));
         per_device[d].push_back(spmd::ShardLiteral(args[i], s, mesh, d));
         PoisonPadding(per_device[d].back(), param->type().shape, s, mesh, d);
       }
@@ -378,8 +387,8 @@ void CheckRandomShardings(const Program& p, const Mesh& mesh, int trials, std::m
       const Value* res = f.results()[r];
       std::vector<Literal> shards;
       for (int64_t d = 0; d < mesh.size(); ++d) shards.push_back(got[d][r]);
-      Literal whole = spmd::AssembleLiteral(
-          shards, spmd::NormalizeSharding(res->sharding(), res->type().rank(), mesh), mesh, res->type());
+      Literal whole =
+          spmd::AssembleLiteral(shards, spmd::ResultSharding(m, static_cast<int64_t>(r)), mesh, res->type());
       std::string why;
       ASSERT_TRUE(Close(want[r], whole, p.exact, &why))
           << p.name << " on " << mesh.ToString() << ", result " << r << ": " << why << "\nwant " << want[r].ToString()
@@ -517,6 +526,13 @@ TEST_P(PartitionDiffTest, MatchesGlobalProgramOnRandomShardings) {
 
 INSTANTIATE_TEST_SUITE_P(Ops, PartitionDiffTest, ::testing::ValuesIn(Programs()),
                          [](const ::testing::TestParamInfo<Program>& info) { return info.param.name; });
+
+// Sharding propagation fills every value from the parameters' random layouts; the partitioned
+// program of its output still computes the global one.
+TEST_P(PartitionDiffTest, MatchesGlobalProgramAfterShardingPropagation) {
+  std::mt19937 rng(99);
+  for (const Mesh& mesh : Meshes()) CheckRandomShardings(GetParam(), mesh, 6, rng, /*propagate=*/true);
+}
 
 // Every Reshard between random shardings of one value gives the same global tensor.
 TEST(Reshard, AnyToAny) {
