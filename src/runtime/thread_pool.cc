@@ -1,6 +1,7 @@
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
+#include <exception>
 
 namespace axle::runtime {
 namespace {
@@ -49,13 +50,19 @@ void ThreadPool::WorkerLoop(int index) {
     }
     int64_t b, e;
     Chunk(n, num_threads(), index, b, e);
+    std::exception_ptr error;
     if (b < e) {
       tls_in_pool_body = true;
-      (*fn)(b, e);
+      try {
+        (*fn)(b, e);
+      } catch (...) {
+        error = std::current_exception();  // rethrown by the caller of ParallelFor
+      }
       tls_in_pool_body = false;
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (error && !error_) error_ = error;
       if (--pending_ == 0) done_cv_.notify_one();
     }
   }
@@ -79,12 +86,21 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_parallel,
   work_cv_.notify_all();
   int64_t b, e;
   Chunk(n, num_threads(), 0, b, e);
+  std::exception_ptr error;
   tls_in_pool_body = true;
-  fn(b, e);
+  try {
+    fn(b, e);
+  } catch (...) {
+    error = std::current_exception();
+  }
   tls_in_pool_body = false;
+  // Wait for the workers even when our chunk threw: they still use `fn`.
   std::unique_lock<std::mutex> lock(mu_);
   done_cv_.wait(lock, [&] { return pending_ == 0; });
   fn_ = nullptr;
+  if (!error) error = error_;
+  error_ = nullptr;
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace axle::runtime

@@ -9,6 +9,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -27,7 +28,9 @@ class ThreadPool {
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
   // Calls fn(begin, end) over disjoint chunks covering [0, n). Not reentrant: a body must not
-  // call ParallelFor on the same pool (a nested call runs inline).
+  // call ParallelFor on the same pool (a nested call runs inline). Thread-safe: calls from
+  // several threads (the devices of devices.h) take turns. When a chunk throws, the other chunks
+  // still finish and the first exception is rethrown to the caller.
   void ParallelFor(int64_t n, int64_t min_parallel,
                    const std::function<void(int64_t, int64_t)>& fn);
 
@@ -45,6 +48,7 @@ class ThreadPool {
   int64_t n_ = 0;
   int64_t generation_ = 0;
   int pending_ = 0;
+  std::exception_ptr error_;  // the first exception a worker's chunk threw
   bool stop_ = false;
 };
 
