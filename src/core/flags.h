@@ -35,7 +35,9 @@ std::string DefaultCacheDir();
   X(bool, fast_math, true,                                                                   \
     "Generated kernels use vectorisable exp/log/tanh/erf (accuracy in docs/compiler.md); 0 = the C library's, bitwise equal to the interpreter.") \
   X(bool, profile, false,                                                                    \
-    "Time every kernel the cpu and compiled backends run; print the top kernels at exit.")
+    "Time every kernel the cpu and compiled backends run; print the top kernels at exit.")   \
+  X(int64_t, cpu_devices, int64_t{1},                                                        \
+    "Virtual CPU devices in this process, each with its own thread; a module partitioned for N replicas runs on N of them (replica r = device r).")
 
 #define AXLE_FLAG_DECLARE(type, name, def, help) \
   type name();                                   \

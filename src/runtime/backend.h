@@ -19,12 +19,22 @@
 #include <string_view>
 #include <vector>
 
+#include "core/error.h"
 #include "ir/literal.h"
 #include "ir/module.h"
 
 namespace axle::runtime {
 
 using BufferPtr = std::shared_ptr<ir::Literal>;
+
+class Communicator;  // collectives.h
+
+// Where an executable runs when it is one device of a replicated step (devices.h): device r runs
+// replica r of a module with num_replicas() == comm->num_devices().
+struct DeviceContext {
+  int device = 0;                // what replica_id returns
+  Communicator* comm = nullptr;  // the step's collectives
+};
 
 struct ExecuteStats {
   int64_t kernels_run = 0;      // kernel launches (one per non-trivial node on the CPU executor)
@@ -51,6 +61,16 @@ class Executable {
   virtual std::vector<BufferPtr> Execute(std::vector<BufferPtr> args) = 0;
   // Counters of the last Execute.
   virtual ExecuteStats last_stats() const { return {}; }
+  // Runs the step as device `device.device` of a replicated step: collectives go through
+  // `device.comm`, replica_id returns the device id. Unlike Execute, it may run concurrently on
+  // several threads (one per device) of one executable; its counters go to `*stats` (when not
+  // null), not to last_stats(). Throws axle::Error when the backend cannot run devices.
+  virtual std::vector<BufferPtr> ExecuteOnDevice(std::vector<BufferPtr> args, const DeviceContext& device,
+                                                 ExecuteStats* stats) {
+    (void)args, (void)stats;
+    Fail("this executable cannot run as device {} of a replicated step: its backend has no device support",
+         device.device);
+  }
 
  private:
   CompileInfo compile_info_;

@@ -24,6 +24,11 @@
 // and so do dots with a non-finite operand element (BLAS kernels may skip zero entries, which
 // would drop the NaN of 0 * inf).
 //
+// Devices. Collective nodes are plan steps of their own: the result goes to a fresh or recycled
+// buffer through the communicator of the device context (collectives.h); replica_id returns the
+// device id. ExecuteOnDevice keeps its state on the stack, so several devices run one executable
+// at once; Execute runs a one-replica module with a one-device communicator (devices.h).
+//
 // Threads. Large elementwise, movement and reduce loops (> kParallelElements) are split over a
 // small pool (thread_pool.h, hardware_concurrency threads including the caller). BLAS is called
 // from the executing thread only, so OpenBLAS's own pool can use every core.
@@ -40,6 +45,7 @@
 #include <unordered_map>
 
 #include "ir/interpreter.h"
+#include "runtime/collectives.h"
 #include "runtime/cpu_kernels.h"
 #include "runtime/profile.h"
 #include "runtime/thread_pool.h"
@@ -59,11 +65,38 @@ std::string DescribeNode(const Node& n, size_t pos) {
   return fmt::format("node #{} ({}{})", pos, n.name(), names.empty() ? "" : " ->" + names);
 }
 
+// Runs collective node `n` of this device through its communicator into `out` (of the result type).
+void RunCollectiveNode(const Node& n, const DeviceContext& device, const Literal& in, Literal& out) {
+  Communicator& comm = *device.comm;
+  const int d = device.device;
+  switch (n.op()) {
+    case OpKind::kAllReduce: {
+      const auto& a = n.attrs_as<ir::AllReduceAttrs>();
+      return comm.AllReduce(d, in, out, a.kind, a.groups);
+    }
+    case OpKind::kAllGather: {
+      const auto& a = n.attrs_as<ir::AllGatherAttrs>();
+      return comm.AllGather(d, in, out, a.dim, a.groups);
+    }
+    case OpKind::kReduceScatter: {
+      const auto& a = n.attrs_as<ir::ReduceScatterAttrs>();
+      return comm.ReduceScatter(d, in, out, a.kind, a.dim, a.groups);
+    }
+    case OpKind::kAllToAll: {
+      const auto& a = n.attrs_as<ir::AllToAllAttrs>();
+      return comm.AllToAll(d, in, out, a.split_dim, a.concat_dim, a.groups);
+    }
+    case OpKind::kCollectivePermute:
+      return comm.CollectivePermute(d, in, out, n.attrs_as<ir::CollectivePermuteAttrs>().pairs);
+    default: Fail("internal error: {} is not a collective", n.name());
+  }
+}
+
 struct Step {
   const Node* node = nullptr;  // kGenerated: the kernel's first node (error locations)
   size_t pos = 0;              // position in the function (errors) ...
   size_t index = 0;            // ... and in the plan (liveness)
-  enum Kind { kParameter, kConstant, kForward, kKernel, kGenerated } kind = kKernel;
+  enum Kind { kParameter, kConstant, kForward, kKernel, kGenerated, kCollective } kind = kKernel;
   cpu::KernelChoice kernel;
   const GeneratedKernel* generated = nullptr;
   std::vector<int> operands;  // slots
@@ -92,14 +125,31 @@ class CpuExecutable final : public Executable {
   }
 
   std::vector<BufferPtr> Execute(std::vector<BufferPtr> args) override;
+  std::vector<BufferPtr> ExecuteOnDevice(std::vector<BufferPtr> args, const DeviceContext& device,
+                                         ExecuteStats* stats) override;
   ExecuteStats last_stats() const override { return stats_; }
 
  private:
+  // The state of one Execute: executes may run concurrently (one per device), so nothing of it
+  // lives in the executable.
+  struct Free {
+    BufferPtr buf;
+    bool donated;
+  };
+  struct RunState {
+    ExecuteStats stats;
+    std::vector<Free> free;
+    int64_t live_bytes = 0;
+    DeviceContext device;
+  };
+
   void Plan(std::vector<PlanItem> items);
-  void RunGenerated(const Step& st, std::vector<SlotState>& slots);
+  std::vector<BufferPtr> Run(std::vector<BufferPtr> args, RunState& rs);
+  void RunGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots);
+  void RunCollective(RunState& rs, const Step& st, std::vector<SlotState>& slots);
   void CheckArguments(const std::vector<BufferPtr>& args) const;
-  void Release(std::vector<SlotState>& slots, int s);
-  BufferPtr Allocate(const ir::TensorType& type, bool& donated);
+  void Release(RunState& rs, std::vector<SlotState>& slots, int s);
+  BufferPtr Allocate(RunState& rs, const ir::TensorType& type, bool& donated);
 
   std::unique_ptr<ir::Module> module_;
   std::vector<GeneratedKernel> generated_;
@@ -112,14 +162,8 @@ class CpuExecutable final : public Executable {
   std::vector<int> result_slots_;
   std::vector<ir::TensorType> param_types_;
   std::vector<std::string> param_names_;
-  ExecuteStats stats_;
-  // Per-Execute state.
-  struct Free {
-    BufferPtr buf;
-    bool donated;
-  };
-  std::vector<Free> free_;
-  int64_t live_bytes_ = 0;
+  bool has_collectives_ = false;
+  ExecuteStats stats_;  // of the last Execute (not ExecuteOnDevice)
 };
 
 void CpuExecutable::Plan(std::vector<PlanItem> items) {
@@ -159,9 +203,6 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
     }
     const Node& n = *st.node;
     st.pos = pos_of.at(&n);
-    if (n.info().traits & ir::kCollective)
-      Fail("@{}: {}: the {} backend runs one replica and has no collectives", f_->name(),
-           DescribeNode(n, st.pos), backend_);
     for (const Value* v : operands) {
       auto it = slot.find(v);
       if (it == slot.end())
@@ -191,7 +232,19 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
         st.constant = std::make_shared<const Literal>(n.attrs_as<ir::ConstantAttrs>().value);
         break;
       case OpKind::kOptimizationBarrier: st.kind = Step::kForward; break;
+      case OpKind::kAllReduce:
+      case OpKind::kAllGather:
+      case OpKind::kReduceScatter:
+      case OpKind::kAllToAll:
+      case OpKind::kCollectivePermute:
+        st.kind = Step::kCollective;
+        has_collectives_ = true;
+        if (profile::Enabled()) st.label = profile::NodeLabel(n);
+        break;
       default:
+        if (n.info().traits & ir::kCollective)
+          Fail("@{}: {}: the {} backend has no kernel for collective {}", f_->name(), DescribeNode(n, st.pos),
+               backend_, n.name());
         st.kind = Step::kKernel;
         if (n.num_results() == 1) st.kernel = cpu::SelectKernel(n);
         if (!st.kernel.fn && !ir::HasInterpreterKernel(n.op()))
@@ -233,22 +286,22 @@ void CpuExecutable::CheckArguments(const std::vector<BufferPtr>& args) const {
   }
 }
 
-void CpuExecutable::Release(std::vector<SlotState>& slots, int s) {
+void CpuExecutable::Release(RunState& rs, std::vector<SlotState>& slots, int s) {
   SlotState& st = slots[static_cast<size_t>(s)];
   if (!st.buf) return;
-  if (st.counted) live_bytes_ -= slot_bytes_[static_cast<size_t>(s)];
-  if (st.writable && st.buf.use_count() == 1) free_.push_back({std::move(st.buf), st.donated});
+  if (st.counted) rs.live_bytes -= slot_bytes_[static_cast<size_t>(s)];
+  if (st.writable && st.buf.use_count() == 1) rs.free.push_back({std::move(st.buf), st.donated});
   st = SlotState{};
 }
 
-BufferPtr CpuExecutable::Allocate(const ir::TensorType& type, bool& donated) {
+BufferPtr CpuExecutable::Allocate(RunState& rs, const ir::TensorType& type, bool& donated) {
   const int64_t bytes = type.ByteSize();
-  for (size_t i = 0; i < free_.size(); ++i) {
-    if (free_[i].buf->type().ByteSize() == bytes) {
-      BufferPtr b = std::move(free_[i].buf);
+  for (size_t i = 0; i < rs.free.size(); ++i) {
+    if (rs.free[i].buf->type().ByteSize() == bytes) {
+      BufferPtr b = std::move(rs.free[i].buf);
       if (b->type() != type) b->Retype(type);
-      donated = free_[i].donated;
-      free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+      donated = rs.free[i].donated;
+      rs.free.erase(rs.free.begin() + static_cast<std::ptrdiff_t>(i));
       return b;
     }
   }
@@ -259,7 +312,7 @@ BufferPtr CpuExecutable::Allocate(const ir::TensorType& type, bool& donated) {
 // A generated kernel: each output takes, in order of preference, the storage of a dying input
 // of its type that the kernel reads only at the loop index (in place: the loop reads element i
 // before it writes element i), a recycled buffer, or new memory.
-void CpuExecutable::RunGenerated(const Step& st, std::vector<SlotState>& slots) {
+void CpuExecutable::RunGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots) {
   const GeneratedKernel& g = *st.generated;
   std::vector<const void*> in(st.operands.size());
   std::vector<void*> out(st.results.size());
@@ -283,8 +336,8 @@ void CpuExecutable::RunGenerated(const Step& st, std::vector<SlotState>& slots) 
       donated = src.donated;
       aliased = true;
     }
-    if (!buf) buf = Allocate(type, donated);
-    if (donated) ++stats_.donated_reused;
+    if (!buf) buf = Allocate(rs, type, donated);
+    if (donated) ++rs.stats.donated_reused;
     if (buf->type() != type) buf->Retype(type);
     out[r] = buf->mutable_bytes().data();
     SlotState& res = slots[static_cast<size_t>(st.results[r])];
@@ -303,11 +356,56 @@ void CpuExecutable::RunGenerated(const Step& st, std::vector<SlotState>& slots) 
   }
 }
 
+// A collective: the result goes to a fresh or recycled buffer (never an operand's storage: the
+// group's peers read the operand while this device writes its result).
+void CpuExecutable::RunCollective(RunState& rs, const Step& st, std::vector<SlotState>& slots) {
+  const Node& n = *st.node;
+  const Literal& in = *slots[static_cast<size_t>(st.operands[0])].buf;
+  bool donated = false;
+  BufferPtr out = Allocate(rs, n.result()->type(), donated);
+  RunCollectiveNode(n, rs.device, in, *out);
+  if (donated) ++rs.stats.donated_reused;
+  SlotState& r = slots[static_cast<size_t>(st.results[0])];
+  r.buf = std::move(out);
+  r.writable = true;
+  r.donated = donated;
+}
+
 std::vector<BufferPtr> CpuExecutable::Execute(std::vector<BufferPtr> args) {
+  if (module_->num_replicas() != 1)
+    Fail("@{}: module @{} is partitioned for {} replicas: run it on {} devices with runtime::ReplicatedExecutable "
+         "(devices.h; AXLE_CPU_DEVICES={}), not with Execute",
+         f_->name(), module_->name(), module_->num_replicas(), module_->num_replicas(), module_->num_replicas());
+  RunState rs;
+  // One replica: each collective's groups hold only this device (identity, computed as the
+  // interpreter computes it).
+  std::unique_ptr<Communicator> local;
+  if (has_collectives_) {
+    local = NewInProcessCommunicator(1);
+    rs.device.comm = local.get();
+  }
+  std::vector<BufferPtr> out = Run(std::move(args), rs);
+  stats_ = rs.stats;
+  return out;
+}
+
+std::vector<BufferPtr> CpuExecutable::ExecuteOnDevice(std::vector<BufferPtr> args, const DeviceContext& device,
+                                                      ExecuteStats* stats) {
+  if (device.comm == nullptr) Fail("@{}: ExecuteOnDevice without a communicator", f_->name());
+  if (device.comm->num_devices() != module_->num_replicas())
+    Fail("@{}: module @{} is partitioned for {} replicas but runs on {} devices", f_->name(), module_->name(),
+         module_->num_replicas(), device.comm->num_devices());
+  if (device.device < 0 || device.device >= device.comm->num_devices())
+    Fail("@{}: device {} is out of range for {} devices", f_->name(), device.device, device.comm->num_devices());
+  RunState rs;
+  rs.device = device;
+  std::vector<BufferPtr> out = Run(std::move(args), rs);
+  if (stats) *stats = rs.stats;
+  return out;
+}
+
+std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState& rs) {
   CheckArguments(args);
-  stats_ = {};
-  live_bytes_ = 0;
-  free_.clear();
   std::vector<SlotState> slots(slot_bytes_.size());
   std::vector<bool> donated_arg(args.size());
   for (size_t k = 0; k < args.size(); ++k) donated_arg[k] = args[k].use_count() == 1;
@@ -338,28 +436,32 @@ std::vector<BufferPtr> CpuExecutable::Execute(std::vector<BufferPtr> args) {
         for (size_t j = 0; j < st.results.size(); ++j) slots[static_cast<size_t>(st.results[j])].counted = false;
         break;
       case Step::kGenerated: {
-        ++stats_.kernels_run;
+        ++rs.stats.kernels_run;
         const auto t0 = st.label.empty() ? std::chrono::steady_clock::time_point{} : std::chrono::steady_clock::now();
-        RunGenerated(st, slots);
+        RunGenerated(rs, st, slots);
         int64_t bytes = 0;
         for (int s : st.results) {
           slots[static_cast<size_t>(s)].counted = true;
-          live_bytes_ += slot_bytes_[static_cast<size_t>(s)];
+          rs.live_bytes += slot_bytes_[static_cast<size_t>(s)];
           bytes += slot_bytes_[static_cast<size_t>(s)];
         }
-        stats_.peak_bytes = std::max(stats_.peak_bytes, live_bytes_);
+        rs.stats.peak_bytes = std::max(rs.stats.peak_bytes, rs.live_bytes);
         if (!st.label.empty()) {
           for (int s : st.operands) bytes += slot_bytes_[static_cast<size_t>(s)];
           profile::Record(st.label, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), bytes);
         }
         break;
       }
+      case Step::kCollective:
       case Step::kKernel: {
-        ++stats_.kernels_run;
+        ++rs.stats.kernels_run;
         bool done = false;
         const auto t0 = st.label.empty() ? std::chrono::steady_clock::time_point{} : std::chrono::steady_clock::now();
         try {
-          if (st.kernel.fn) {  // single-result nodes only
+          if (st.kind == Step::kCollective) {
+            RunCollective(rs, st, slots);
+            done = true;
+          } else if (st.kernel.fn) {  // single-result nodes only
             const ir::TensorType& rtype = n.result()->type();
             BufferPtr out;
             bool out_donated = false;
@@ -381,21 +483,21 @@ std::vector<BufferPtr> CpuExecutable::Execute(std::vector<BufferPtr> args) {
                 }
               }
             }
-            if (!out) out = Allocate(rtype, out_donated);
+            if (!out) out = Allocate(rs, rtype, out_donated);
             if (st.kernel.fn(n, ops, *out)) {
-              if (out_donated) ++stats_.donated_reused;
+              if (out_donated) ++rs.stats.donated_reused;
               SlotState& r = slots[static_cast<size_t>(st.results[0])];
               r.buf = std::move(out);
               r.writable = true;
               r.donated = out_donated;
               done = true;
             } else if (out.use_count() == 1) {
-              free_.push_back({std::move(out), out_donated});
+              rs.free.push_back({std::move(out), out_donated});
             }
           }
           if (!done) {
-            ++stats_.fallback_kernels;
-            std::vector<Literal> res = ir::EvaluateNode(n, ops);
+            ++rs.stats.fallback_kernels;
+            std::vector<Literal> res = ir::EvaluateNode(n, ops, rs.device.device);  // replica_id: the device
             for (size_t j = 0; j < res.size(); ++j) {
               SlotState& r = slots[static_cast<size_t>(st.results[j])];
               r.buf = std::make_shared<Literal>(std::move(res[j]));
@@ -413,18 +515,17 @@ std::vector<BufferPtr> CpuExecutable::Execute(std::vector<BufferPtr> args) {
         }
         for (int s : st.results) {
           slots[static_cast<size_t>(s)].counted = true;
-          live_bytes_ += slot_bytes_[static_cast<size_t>(s)];
+          rs.live_bytes += slot_bytes_[static_cast<size_t>(s)];
         }
-        stats_.peak_bytes = std::max(stats_.peak_bytes, live_bytes_);
+        rs.stats.peak_bytes = std::max(rs.stats.peak_bytes, rs.live_bytes);
         break;
       }
     }
-    for (int s : st.release) Release(slots, s);
+    for (int s : st.release) Release(rs, slots, s);
   }
   std::vector<BufferPtr> out;
   out.reserve(result_slots_.size());
   for (int s : result_slots_) out.push_back(slots[static_cast<size_t>(s)].buf);
-  free_.clear();
   return out;
 }
 
@@ -447,6 +548,10 @@ class InterpreterExecutable final : public Executable {
     if (module_->entry() == nullptr) Fail("interpreter backend: module @{} has no entry function", module_->name());
   }
   std::vector<BufferPtr> Execute(std::vector<BufferPtr> args) override {
+    if (module_->num_replicas() != 1)
+      Fail("@{}: module @{} is partitioned for {} replicas: run it on {} devices with runtime::ReplicatedExecutable "
+           "(devices.h), not with Execute",
+           module_->entry()->name(), module_->name(), module_->num_replicas(), module_->num_replicas());
     std::vector<Literal> in;
     in.reserve(args.size());
     for (size_t k = 0; k < args.size(); ++k) {
@@ -463,6 +568,78 @@ class InterpreterExecutable final : public Executable {
     return out;
   }
   ExecuteStats last_stats() const override { return stats_; }
+
+  // One device of a replicated step: the interpreter's kernel of each node (ir::EvaluateNode, with
+  // the device as replica), collectives through the communicator.
+  std::vector<BufferPtr> ExecuteOnDevice(std::vector<BufferPtr> args, const DeviceContext& device,
+                                         ExecuteStats* stats) override {
+    const ir::Function& f = *module_->entry();
+    if (device.comm == nullptr) Fail("@{}: ExecuteOnDevice without a communicator", f.name());
+    if (device.comm->num_devices() != module_->num_replicas())
+      Fail("@{}: module @{} is partitioned for {} replicas but runs on {} devices", f.name(), module_->name(),
+           module_->num_replicas(), device.comm->num_devices());
+    const std::vector<Node*> params = f.Parameters();
+    if (args.size() != params.size()) Fail("@{}: expected {} arguments, got {}", f.name(), params.size(), args.size());
+    std::unordered_map<const Value*, size_t> last_use;
+    for (size_t pos = 0; pos < f.nodes().size(); ++pos)
+      for (const Value* v : f.nodes()[pos]->operands()) last_use[v] = pos;
+    std::unordered_map<const Value*, BufferPtr> values;
+    ExecuteStats st;
+    std::vector<const Literal*> ops;
+    for (size_t pos = 0; pos < f.nodes().size(); ++pos) {
+      const Node& n = *f.nodes()[pos];
+      ops.clear();
+      for (const Value* v : n.operands()) ops.push_back(values.at(v).get());
+      std::vector<BufferPtr> res;
+      try {
+        switch (n.op()) {
+          case OpKind::kParameter: {
+            const size_t k = static_cast<size_t>(n.attrs_as<ir::ParameterAttrs>().index);
+            if (k >= args.size() || !args[k] || args[k]->type() != n.result()->type())
+              Fail("argument {} has type {}, but the parameter expects {}", k,
+                   k < args.size() && args[k] ? args[k]->type().ToString() : "null", n.result()->type().ToString());
+            res.push_back(args[k]);
+            break;
+          }
+          case OpKind::kConstant:
+            res.push_back(std::make_shared<Literal>(n.attrs_as<ir::ConstantAttrs>().value));
+            break;
+          case OpKind::kOptimizationBarrier:
+            for (const Value* v : n.operands()) res.push_back(values.at(v));
+            break;
+          case OpKind::kAllReduce:
+          case OpKind::kAllGather:
+          case OpKind::kReduceScatter:
+          case OpKind::kAllToAll:
+          case OpKind::kCollectivePermute: {
+            ++st.kernels_run;
+            auto out = std::make_shared<Literal>(Literal::Uninitialized(n.result()->type()));
+            RunCollectiveNode(n, device, *ops[0], *out);
+            res.push_back(std::move(out));
+            break;
+          }
+          default:
+            ++st.kernels_run;
+            for (Literal& l : ir::EvaluateNode(n, ops, device.device)) res.push_back(std::make_shared<Literal>(std::move(l)));
+            break;
+        }
+      } catch (const Error& e) {
+        throw Error(n.loc(), fmt::format("@{}: node #{} ({}): {}", f.name(), pos, n.name(), e.message()));
+      }
+      for (size_t j = 0; j < res.size(); ++j) values[n.results()[j]] = std::move(res[j]);
+      for (const Value* v : n.operands())
+        if (last_use.at(v) == pos && std::find(f.results().begin(), f.results().end(), v) == f.results().end())
+          values.erase(v);
+    }
+    args.clear();
+    std::vector<BufferPtr> out;
+    for (const Value* v : f.results()) {
+      const BufferPtr& b = values.at(v);
+      out.push_back(b.use_count() == 1 ? b : std::make_shared<Literal>(*b));  // results are the caller's
+    }
+    if (stats) *stats = st;
+    return out;
+  }
 
  private:
   std::unique_ptr<ir::Module> module_;

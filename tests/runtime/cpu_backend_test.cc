@@ -325,7 +325,9 @@ TEST(CpuThreadedTest, TwoExecutablesOnTwoThreads) {
 namespace axle::runtime {
 namespace {
 
-TEST(CpuCompileTest, CollectivesAreRejectedNamingTheNode) {
+// Collectives run on devices (runtime/devices.h, tests/runtime/collectives_test.cc); a plain
+// Execute of a module partitioned for several replicas is refused.
+TEST(CpuCompileTest, PartitionedModulesNeedDevices) {
   ir::Module m("allreduce");
   m.set_num_replicas(2);
   Builder b(m.AddFunction("main"), ir::ShapeContext{2});
@@ -333,11 +335,12 @@ TEST(CpuCompileTest, CollectivesAreRejectedNamingTheNode) {
   Value* s = b.Build1(OpKind::kAllReduce, {x}, ir::AllReduceAttrs{ReduceKind::kSum, {}});
   s->set_name("summed");
   b.Return({s});
+  auto exe = GetBackend("cpu").Compile(m);
   try {
-    GetBackend("cpu").Compile(m);
+    exe->Execute({std::make_shared<Literal>(F32({4}))});
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("all_reduce -> %summed"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("partitioned for 2 replicas"), std::string::npos) << e.what();
   }
 }
 

@@ -1,0 +1,137 @@
+// Virtual CPU devices (devices.h). Each device thread sleeps on a condition variable between
+// steps; Run hands every device the same function, and a device that throws aborts the
+// communicator so that its peers blocked in a collective throw too instead of waiting forever.
+#include "runtime/devices.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "core/error.h"
+#include "core/flags.h"
+
+namespace axle::runtime {
+namespace {
+thread_local const CpuDevices* tls_device_of = nullptr;  // the devices whose thread this is
+}
+
+CpuDevices::CpuDevices(int num_devices) {
+  if (num_devices < 1) Fail("CpuDevices: {} devices; expected at least 1", num_devices);
+  comm_ = NewInProcessCommunicator(num_devices);
+  threads_.reserve(static_cast<size_t>(num_devices));
+  for (int d = 0; d < num_devices; ++d) threads_.emplace_back([this, d] { Loop(d); });
+}
+
+CpuDevices::~CpuDevices() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
+
+void CpuDevices::Loop(int device) {
+  tls_device_of = this;
+  int64_t seen = 0;
+  for (;;) {
+    const std::function<void(int)>* fn;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      fn = fn_;
+    }
+    try {
+      (*fn)(device);
+    } catch (const std::exception& e) {
+      comm_->Abort(device, e.what());
+    } catch (...) {
+      comm_->Abort(device, "an exception that is not a std::exception");
+    }
+    comm_->EndStep(device);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--pending_ == 0) done_cv_.notify_one();
+    }
+  }
+}
+
+void CpuDevices::Run(const std::function<void(int device)>& fn) {
+  if (tls_device_of == this) Fail("CpuDevices::Run called from one of its own device threads (a nested step)");
+  std::lock_guard<std::mutex> run_lock(run_mu_);
+  comm_->Reset();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fn_ = &fn;
+    pending_ = size();
+    ++generation_;
+  }
+  work_cv_.notify_all();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return pending_ == 0; });
+    fn_ = nullptr;
+  }
+  if (std::string message = comm_->abort_message(); !message.empty()) throw Error(std::move(message));
+}
+
+CpuDevices& CpuDevices::Get(int num_devices) {
+  const int64_t have = flags::cpu_devices();
+  if (num_devices < 1 || num_devices > have)
+    Fail("{} virtual CPU devices requested, but this process has {} (AXLE_CPU_DEVICES={}); set AXLE_CPU_DEVICES={} "
+         "or more",
+         num_devices, have, have, num_devices);
+  static std::mutex mu;
+  static auto* sets = new std::map<int, std::unique_ptr<CpuDevices>>;  // never destroyed, as ThreadPool::Global
+  std::lock_guard<std::mutex> lock(mu);
+  std::unique_ptr<CpuDevices>& d = (*sets)[num_devices];
+  if (!d) d = std::make_unique<CpuDevices>(num_devices);
+  return *d;
+}
+
+std::unique_ptr<ReplicatedExecutable> ReplicatedExecutable::Compile(Backend& backend, const ir::Module& module) {
+  const int64_t n = module.num_replicas();
+  if (n < 1 || n > flags::cpu_devices())
+    Fail("module @{} is partitioned for {} replicas, but this process has {} virtual CPU devices "
+         "(AXLE_CPU_DEVICES={}); set AXLE_CPU_DEVICES={}",
+         module.name(), n, flags::cpu_devices(), flags::cpu_devices(), n);
+  CpuDevices& devices = CpuDevices::Get(static_cast<int>(n));
+  return std::make_unique<ReplicatedExecutable>(backend.Compile(module), devices);
+}
+
+ReplicatedExecutable::ReplicatedExecutable(std::unique_ptr<Executable> exe, CpuDevices& devices)
+    : exe_(std::move(exe)), devices_(devices) {}
+
+std::vector<std::vector<BufferPtr>> ReplicatedExecutable::Execute(std::vector<std::vector<BufferPtr>> args_per_device) {
+  const int n = num_devices();
+  if (static_cast<int64_t>(args_per_device.size()) != n)
+    Fail("ReplicatedExecutable: got arguments for {} devices; the module runs on {} devices (one argument list "
+         "per device, device d = replica d)",
+         args_per_device.size(), n);
+  std::vector<std::vector<BufferPtr>> out(static_cast<size_t>(n));
+  stats_.assign(static_cast<size_t>(n), ExecuteStats{});
+  collective_stats_.assign(static_cast<size_t>(n), CollectiveStats{});
+  Communicator& comm = devices_.comm();
+  auto step = [&](int d) {
+    const size_t k = static_cast<size_t>(d);
+    try {
+      out[k] = exe_->ExecuteOnDevice(std::move(args_per_device[k]), DeviceContext{d, &comm}, &stats_[k]);
+    } catch (...) {
+      collective_stats_[k] = comm.stats(d);  // read within the step: the next Run resets them
+      throw;
+    }
+    collective_stats_[k] = comm.stats(d);
+  };
+  devices_.Run(step);
+  return out;
+}
+
+CollectiveStats ReplicatedExecutable::total_collective_stats() const {
+  CollectiveStats total;
+  for (const CollectiveStats& s : collective_stats_) total += s;
+  return total;
+}
+
+}  // namespace axle::runtime

@@ -1,0 +1,433 @@
+// Virtual CPU devices and their collectives (runtime/devices.h, runtime/collectives.h) against the
+// reference interpreter's lockstep evaluation (ir::EvaluateReplicated), bit for bit.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/flags.h"
+#include "ir/builder.h"
+#include "ir/interpreter.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "runtime/collectives.h"
+#include "runtime/compiled_backend.h"
+#include "runtime/devices.h"
+#include "runtime/thread_pool.h"
+#include "runtime_test_util.h"
+#include "testing/random_module.h"
+
+namespace axle::runtime {
+namespace {
+
+using ir::Builder;
+using ir::Literal;
+using ir::Module;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::ReplicaGroups;
+using ir::TensorType;
+using ir::Value;
+
+// A compiled backend without the disk cache (DiskCache::Default() must stay unread in this binary).
+Backend& Compiled() {
+  static std::unique_ptr<Backend> b = NewCompiledBackend(nullptr);
+  return *b;
+}
+
+Backend& BackendNamed(const std::string& name) { return name == "compiled" ? Compiled() : GetBackend(name); }
+
+// The flags these tests need: 8 devices, and exact math in generated code (bitwise comparisons).
+class DevicesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    devices_ = flags::cpu_devices();
+    fast_ = flags::fast_math();
+    flags::set_cpu_devices(8);
+    flags::set_fast_math(false);
+  }
+  void TearDown() override {
+    flags::set_cpu_devices(devices_);
+    flags::set_fast_math(fast_);
+  }
+
+ private:
+  int64_t devices_ = 1;
+  bool fast_ = true;
+};
+
+// Replica group shapes for n devices: all (empty), one explicit group in reverse order, pairs or
+// quads of neighbours, strided groups, singletons.
+std::vector<ReplicaGroups> GroupShapes(int64_t n) {
+  std::vector<ReplicaGroups> out = {{}};
+  std::vector<int64_t> rev;
+  for (int64_t r = n - 1; r >= 0; --r) rev.push_back(r);
+  out.push_back({rev});
+  ReplicaGroups single;
+  for (int64_t r = 0; r < n; ++r) single.push_back({r});
+  out.push_back(single);
+  if (n >= 4) {
+    ReplicaGroups pairs, strided;
+    for (int64_t r = 0; r < n; r += 2) pairs.push_back({r, r + 1});
+    for (int64_t r = 0; r < n / 2; ++r) strided.push_back({r, r + n / 2});
+    out.push_back(pairs);
+    out.push_back(strided);
+  }
+  if (n == 8) out.push_back({{0, 2, 4, 6}, {7, 5, 3, 1}});
+  return out;
+}
+
+std::vector<ReplicaGroups> PairShapes(int64_t n) {
+  ReplicaGroups ring, one, swap;
+  for (int64_t r = 0; r < n; ++r) ring.push_back({r, (r + 1) % n});
+  one.push_back({0, n - 1});
+  for (int64_t r = 0; r + 1 < n; r += 2) {
+    swap.push_back({r, r + 1});
+    swap.push_back({r + 1, r});
+  }
+  return {{}, ring, one, swap};
+}
+
+// One module on n replicas with every collective kind over every group shape, on several dtypes;
+// elementwise ops before and after so the compiled backend fuses around the collectives.
+std::unique_ptr<Module> CollectiveModule(int64_t n) {
+  auto m = std::make_unique<Module>("collectives");
+  m->set_num_replicas(n);
+  Builder b(m->AddFunction("main"), ir::ShapeContext{n});
+  const Shape s{8, 16};
+  Value* f32 = b.Parameter(0, TensorType(DType::kF32, s), "f32");
+  Value* bf16 = b.Parameter(1, TensorType(DType::kBF16, s), "bf16");
+  Value* i32 = b.Parameter(2, TensorType(DType::kI32, s), "i32");
+  Value* pred = b.Parameter(3, TensorType(DType::kBool, s), "pred");
+  Value* u8 = b.Parameter(4, TensorType(DType::kU8, s), "u8");
+  Value* f64 = b.Parameter(5, TensorType(DType::kF64, s), "f64");
+  Value* f16 = b.Parameter(6, TensorType(DType::kF16, s), "f16");
+  Value* x = b.Add(f32, f32);  // a fused kernel feeding the collectives
+  std::vector<Value*> results;
+  auto id = b.Build1(OpKind::kReplicaId, {});
+  results.push_back(id);
+  results.push_back(b.Add(x, b.BroadcastInDim(b.Convert(id, DType::kF32), s, {})));
+  for (const ReplicaGroups& g : GroupShapes(n)) {
+    for (ReduceKind k : {ReduceKind::kSum, ReduceKind::kProd, ReduceKind::kMax, ReduceKind::kMin}) {
+      for (Value* v : {x, bf16, i32, u8, f64, f16}) results.push_back(b.Build1(OpKind::kAllReduce, {v}, ir::AllReduceAttrs{k, g}));
+    }
+    for (ReduceKind k : {ReduceKind::kAnd, ReduceKind::kOr})
+      for (Value* v : {i32, pred, u8}) results.push_back(b.Build1(OpKind::kAllReduce, {v}, ir::AllReduceAttrs{k, g}));
+    for (int64_t dim : {0, 1})
+      for (Value* v : {x, bf16, pred})
+        results.push_back(b.Build1(OpKind::kAllGather, {v}, ir::AllGatherAttrs{dim, g}));
+    for (int64_t dim : {0, 1}) {
+      results.push_back(b.Build1(OpKind::kReduceScatter, {x}, ir::ReduceScatterAttrs{ReduceKind::kSum, dim, g}));
+      results.push_back(b.Build1(OpKind::kReduceScatter, {i32}, ir::ReduceScatterAttrs{ReduceKind::kMax, dim, g}));
+      results.push_back(b.Build1(OpKind::kReduceScatter, {bf16}, ir::ReduceScatterAttrs{ReduceKind::kSum, dim, g}));
+    }
+    for (auto [split, concat] : std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 0}, {1, 1}, {0, 0}})
+      for (Value* v : {x, i32})
+        results.push_back(b.Build1(OpKind::kAllToAll, {v}, ir::AllToAllAttrs{split, concat, g}));
+    // A collective result consumed by generated code.
+    Value* r = b.Build1(OpKind::kAllReduce, {x}, ir::AllReduceAttrs{ReduceKind::kSum, g});
+    results.push_back(b.Mul(r, x));
+  }
+  for (const ReplicaGroups& p : PairShapes(n))
+    for (Value* v : {x, i32, pred}) results.push_back(b.Build1(OpKind::kCollectivePermute, {v}, ir::CollectivePermuteAttrs{p}));
+  b.Return(results);
+  ir::Verify(*m);
+  return m;
+}
+
+std::vector<std::vector<Literal>> DeviceArguments(const ir::Function& f, int64_t n, uint64_t seed) {
+  std::vector<std::vector<Literal>> args;
+  for (int64_t d = 0; d < n; ++d) args.push_back(testing::RandomArguments(f, seed * 1000 + static_cast<uint64_t>(d)));
+  return args;
+}
+
+std::vector<std::vector<BufferPtr>> DeviceBuffers(const std::vector<std::vector<Literal>>& args) {
+  std::vector<std::vector<BufferPtr>> out;
+  for (const auto& a : args) out.push_back(testutil::Buffers(a));
+  return out;
+}
+
+// Runs `m` on the devices with `backend` and compares every device's results with the
+// interpreter's lockstep evaluation.
+void ExpectMatchesInterpreter(const Module& m, const std::string& backend,
+                              const std::vector<std::vector<Literal>>& args, const std::string& context) {
+  const std::vector<std::vector<Literal>> want = ir::EvaluateReplicated(*m.entry(), args);
+  auto exe = ReplicatedExecutable::Compile(BackendNamed(backend), m);
+  const std::vector<std::vector<BufferPtr>> got = exe->Execute(DeviceBuffers(args));
+  ASSERT_EQ(got.size(), want.size()) << context;
+  for (size_t d = 0; d < want.size(); ++d) {
+    ASSERT_EQ(got[d].size(), want[d].size()) << context;
+    for (size_t i = 0; i < want[d].size(); ++i)
+      ASSERT_TRUE(testutil::SameBits(want[d][i], *got[d][i]))
+          << context << ": " << backend << ", device " << d << ", result " << i << ": got "
+          << got[d][i]->ToString() << ", want " << want[d][i].ToString();
+  }
+}
+
+class CollectivesOnDevices : public DevicesTest, public ::testing::WithParamInterface<std::tuple<std::string, int>> {};
+
+TEST_P(CollectivesOnDevices, EveryKindAndGroupShapeMatchesTheInterpreter) {
+  const auto& [backend, n] = GetParam();
+  auto m = CollectiveModule(n);
+  ExpectMatchesInterpreter(*m, backend, DeviceArguments(*m->entry(), n, 7), fmt::format("{} devices", n));
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, CollectivesOnDevices,
+                         ::testing::Combine(::testing::Values("cpu", "compiled", "interpreter"),
+                                            ::testing::Values(1, 2, 4, 8)),
+                         [](const auto& info) {
+                           return fmt::format("{}_{}", std::get<0>(info.param), std::get<1>(info.param));
+                         });
+
+TEST_F(DevicesTest, StatsCountCollectivesAndPayloadBytes) {
+  auto m = Module("stats");
+  m.set_num_replicas(4);
+  Builder b(m.AddFunction("main"), ir::ShapeContext{4});
+  Value* x = b.Parameter(0, TensorType(DType::kF32, Shape{8}), "x");
+  Value* s = b.Build1(OpKind::kAllReduce, {x}, ir::AllReduceAttrs{ReduceKind::kSum, {}});
+  Value* g = b.Build1(OpKind::kAllGather, {s}, ir::AllGatherAttrs{0, {{0, 1}, {2, 3}}});
+  Value* r = b.Build1(OpKind::kReduceScatter, {g}, ir::ReduceScatterAttrs{ReduceKind::kSum, 0, {}});
+  Value* p = b.Build1(OpKind::kCollectivePermute, {r}, ir::CollectivePermuteAttrs{{{0, 1}}});
+  b.Return({p});
+  auto exe = ReplicatedExecutable::Compile(GetBackend("cpu"), m);
+  std::vector<std::vector<BufferPtr>> args;
+  for (int d = 0; d < 4; ++d)
+    args.push_back({std::make_shared<Literal>(Literal::Splat(TensorType(DType::kF32, Shape{8}), d + 1))});
+  auto out = exe->Execute(std::move(args));
+  // all_reduce: 10 everywhere; all_gather: 16 x 10; reduce_scatter over 4: 4 x 40; permute 0 -> 1.
+  EXPECT_EQ(*out[1][0], Literal::Splat(TensorType(DType::kF32, Shape{4}), 40));
+  EXPECT_EQ(*out[0][0], Literal::Splat(TensorType(DType::kF32, Shape{4}), 0));
+  const CollectiveStats& d0 = exe->last_collective_stats()[0];
+  EXPECT_EQ(d0.collectives, 4);
+  EXPECT_EQ(d0.all_reduce_bytes, 32);
+  EXPECT_EQ(d0.all_gather_bytes, 32);
+  EXPECT_EQ(d0.reduce_scatter_bytes, 64);
+  EXPECT_EQ(d0.collective_permute_bytes, 16);  // device 0 sends
+  EXPECT_EQ(exe->last_collective_stats()[1].collective_permute_bytes, 0);
+  const CollectiveStats total = exe->total_collective_stats();
+  EXPECT_EQ(total.collectives, 16);
+  EXPECT_EQ(total.all_gather_bytes, 4 * 32);
+  EXPECT_EQ(exe->last_stats().size(), 4u);
+  EXPECT_EQ(exe->last_stats()[2].kernels_run, 4);
+}
+
+// Random partitioned programs (collectives with random groups among every other op).
+TEST_F(DevicesTest, RandomMultiReplicaModulesMatchTheInterpreter) {
+  testing::RegisterTestCustomCalls();
+  int checked = 0, with_collectives = 0;
+  for (uint64_t seed = 0; seed < 48; ++seed) {
+    const int64_t n = std::vector<int64_t>{2, 3, 4, 8}[seed % 4];
+    testing::RandomModuleOptions o;
+    o.collectives = true;
+    o.num_replicas = n;
+    o.num_nodes = 16;
+    auto m = testing::RandomModule(seed, o);
+    const auto args = DeviceArguments(*m->entry(), n, seed);
+    try {
+      ir::EvaluateReplicated(*m->entry(), args);
+    } catch (const Error&) {
+      continue;  // a program the interpreter refuses (e.g. over its memory cap)
+    }
+    for (const auto& node : m->entry()->nodes()) with_collectives += node->info().Has(ir::kCollective) ? 1 : 0;
+    const std::string context = fmt::format("seed {}:\n{}", seed, ir::PrintModule(*m));
+    ExpectMatchesInterpreter(*m, "cpu", args, context);
+    ExpectMatchesInterpreter(*m, "interpreter", args, context);
+    if (seed % 8 == 0) ExpectMatchesInterpreter(*m, "compiled", args, context);  // native compiles are slow
+    ++checked;
+  }
+  EXPECT_GE(checked, 30);
+  EXPECT_GT(with_collectives, 20);
+}
+
+TEST_F(DevicesTest, RepeatedRunsGiveTheSameBits) {
+  auto m = CollectiveModule(8);
+  const auto args = DeviceArguments(*m->entry(), 8, 3);
+  auto exe = ReplicatedExecutable::Compile(GetBackend("cpu"), *m);
+  const auto first = exe->Execute(DeviceBuffers(args));
+  for (int run = 0; run < 3; ++run) {
+    const auto again = exe->Execute(DeviceBuffers(args));
+    for (size_t d = 0; d < first.size(); ++d)
+      for (size_t i = 0; i < first[d].size(); ++i)
+        ASSERT_EQ(*first[d][i], *again[d][i]) << "run " << run << ", device " << d << ", result " << i;
+  }
+}
+
+// Large loops on several devices at once share the process-wide thread pool.
+TEST_F(DevicesTest, DevicesShareTheThreadPool) {
+  Module m("big");
+  m.set_num_replicas(4);
+  Builder b(m.AddFunction("main"), ir::ShapeContext{4});
+  const Shape s{4, 3 * kParallelElements};
+  Value* x = b.Parameter(0, TensorType(DType::kF32, s), "x");
+  Value* y = b.Mul(b.Add(x, x), x);
+  Value* t = b.Transpose(y, {1, 0});
+  Value* r = b.Reduce(t, ReduceKind::kSum, {0});
+  b.Return({b.Build1(OpKind::kAllReduce, {r}, ir::AllReduceAttrs{ReduceKind::kMax, {}}), y});
+  std::vector<std::vector<Literal>> args;
+  for (int d = 0; d < 4; ++d) args.push_back({testutil::RandomLiteral(DType::kF32, s, static_cast<uint64_t>(d))});
+  ExpectMatchesInterpreter(m, "cpu", args, "big");
+  ExpectMatchesInterpreter(m, "compiled", args, "big");
+}
+
+TEST(ThreadPoolTest, AChunkThatThrowsIsRethrownAndThePoolStaysUsable) {
+  ThreadPool pool(4);
+  EXPECT_THROW(pool.ParallelFor(1000, 1, [](int64_t b, int64_t) {
+    if (b > 0) Fail("chunk at {} failed", b);
+  }), Error);
+  EXPECT_THROW(pool.ParallelFor(1000, 1, [](int64_t b, int64_t) {
+    if (b == 0) Fail("first chunk failed");
+  }), Error);
+  std::atomic<int64_t> sum = 0;
+  pool.ParallelFor(1000, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) sum += i;
+  });
+  EXPECT_EQ(sum.load(), 999 * 1000 / 2);
+}
+
+// ----- single replica: plain Execute --------------------------------------------------------
+
+TEST_F(DevicesTest, OneReplicaCollectivesRunWithoutDevices) {
+  auto m = CollectiveModule(1);
+  const auto args = DeviceArguments(*m->entry(), 1, 11);
+  const std::vector<Literal> want = ir::Evaluate(*m->entry(), args[0]);
+  for (const std::string backend : {"cpu", "compiled", "interpreter"}) {
+    const std::vector<BufferPtr> got = BackendNamed(backend).Compile(*m)->Execute(testutil::Buffers(args[0]));
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_TRUE(testutil::SameBits(want[i], *got[i])) << backend << " result " << i << ": " << got[i]->ToString();
+  }
+}
+
+TEST_F(DevicesTest, PartitionedModuleNeedsDevices) {
+  auto m = CollectiveModule(2);
+  const auto args = DeviceArguments(*m->entry(), 2, 1);
+  for (const std::string backend : {"cpu", "compiled", "interpreter"}) {
+    auto exe = BackendNamed(backend).Compile(*m);
+    try {
+      exe->Execute(testutil::Buffers(args[0]));
+      FAIL() << backend << ": expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("partitioned for 2 replicas"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("ReplicatedExecutable"), std::string::npos) << e.what();
+    }
+  }
+  flags::set_cpu_devices(1);
+  try {
+    ReplicatedExecutable::Compile(GetBackend("cpu"), *m);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("AXLE_CPU_DEVICES=2"), std::string::npos) << e.what();
+  }
+}
+
+// ----- failures -----------------------------------------------------------------------------
+
+// A module whose custom_call fails on device 2 while the others wait in an all_reduce.
+TEST_F(DevicesTest, ADeviceThatFailsStopsTheStepWithOneError) {
+  ir::RegisterCustomCall("axle.test.fail_on_negative", [](const std::vector<Literal>& ops, const ir::CustomCallAttrs&,
+                                                          const std::vector<TensorType>&) {
+    if (ops[0].GetDouble(0) < 0) Fail("negative input");
+    return std::vector<Literal>{ops[0]};
+  });
+  Module m("fails");
+  m.set_num_replicas(4);
+  Builder b(m.AddFunction("main"), ir::ShapeContext{4});
+  Value* x = b.Parameter(0, TensorType(DType::kF32, Shape{4}), "x");
+  Value* c = b.Build(OpKind::kCustomCall, {x}, ir::CustomCallAttrs{"axle.test.fail_on_negative", ""},
+                     {TensorType(DType::kF32, Shape{4})})[0];
+  b.Return({b.Build1(OpKind::kAllReduce, {c}, ir::AllReduceAttrs{ReduceKind::kSum, {}})});
+  for (const std::string backend : {"cpu", "compiled", "interpreter"}) {
+    auto exe = ReplicatedExecutable::Compile(BackendNamed(backend), m);
+    auto args = [&](int bad) {
+      std::vector<std::vector<BufferPtr>> a;
+      for (int d = 0; d < 4; ++d)
+        a.push_back({std::make_shared<Literal>(Literal::Splat(TensorType(DType::kF32, Shape{4}), d == bad ? -1 : d))});
+      return a;
+    };
+    try {
+      exe->Execute(args(2));
+      FAIL() << backend << ": expected an error";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("device 2 failed"), std::string::npos) << what;
+      EXPECT_NE(what.find("negative input"), std::string::npos) << what;
+    }
+    // The devices are usable again.
+    auto out = exe->Execute(args(-1));
+    EXPECT_EQ(*out[3][0], Literal::Splat(TensorType(DType::kF32, Shape{4}), 6)) << backend;
+  }
+}
+
+TEST_F(DevicesTest, WrongArgumentsAreClearErrors) {
+  auto m = CollectiveModule(2);
+  auto exe = ReplicatedExecutable::Compile(GetBackend("cpu"), *m);
+  auto args = DeviceBuffers(DeviceArguments(*m->entry(), 2, 5));
+  try {
+    exe->Execute({args[0]});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("arguments for 1 devices; the module runs on 2"), std::string::npos)
+        << e.what();
+  }
+  args[1].pop_back();
+  try {
+    exe->Execute(args);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("device 1 failed"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("expected 7 arguments, got 6"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(DevicesTest, DevicesThatDisagreeOnACollectiveFail) {
+  CpuDevices devices(2);
+  const Literal x = Literal::Splat(TensorType(DType::kF32, Shape{4}), 1);
+  try {
+    devices.Run([&](int d) {
+      Literal out(TensorType(DType::kF32, Shape{d == 0 ? 4 : 8}));
+      if (d == 0) devices.comm().AllReduce(d, x, out, ReduceKind::kSum, {});
+      else devices.comm().AllGather(d, x, out, 0, {});
+    });
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("devices disagree on collective #0"), std::string::npos) << e.what();
+  }
+  try {
+    devices.Run([&](int d) {
+      Literal out(x.type());
+      if (d == 0) devices.comm().AllReduce(d, x, out, ReduceKind::kSum, {});
+    });
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("device 1 finished its step without completing it"), std::string::npos)
+        << e.what();
+  }
+  try {
+    devices.Run([&](int d) {
+      Literal out(x.type());
+      devices.comm().AllReduce(d, x, out, ReduceKind::kSum, {{0}, {0}});
+    });
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("appears in two groups"), std::string::npos) << e.what();
+  }
+  // Many consecutive collectives on one communicator, groups of one and of two.
+  std::vector<Literal> outs(2, Literal(x.type()));
+  devices.Run([&](int d) {
+    Literal acc = Literal::Splat(x.type(), d + 1);
+    for (int k = 0; k < 200; ++k) {
+      Literal out(x.type());
+      devices.comm().AllReduce(d, acc, out, ReduceKind::kMax, k % 2 ? ReplicaGroups{{0}, {1}} : ReplicaGroups{});
+      acc = std::move(out);
+    }
+    outs[static_cast<size_t>(d)] = std::move(acc);
+  });
+  EXPECT_EQ(outs[0], Literal::Splat(x.type(), 2));
+  EXPECT_EQ(outs[1], Literal::Splat(x.type(), 2));
+  EXPECT_EQ(devices.comm().stats(0).collectives, 200);
+}
+
+}  // namespace
+}  // namespace axle::runtime
