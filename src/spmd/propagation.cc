@@ -80,17 +80,26 @@ struct Candidate {
   std::string source;
 };
 
-// `base` refined by `c` where they agree: partial axes first (they are the producer's fact), then
-// each dim `base` leaves replicated takes c's axes when none of them is used yet.
+bool UsedOnDims(const Sharding& s, const std::string& axis) {
+  for (const auto& d : s.dims)
+    if (std::find(d.begin(), d.end(), axis) != d.end()) return true;
+  return false;
+}
+
+// `base` refined by `c` where they agree: each dim `base` leaves replicated takes c's axes when no
+// dim uses them yet; then c's partial axes join where no dim uses them. A layout on a dim beats a
+// pending sum over the same axis (the partitioner turns that sum into a reduce_scatter), so an
+// axis a dim takes leaves `partial`.
 void MergeInto(Sharding& base, const Sharding& c) {
-  for (const auto& a : c.partial)
-    if (!Uses(base, a)) base.partial.push_back(a);
   for (size_t d = 0; d < c.dims.size() && d < base.dims.size(); ++d) {
     if (c.dims[d].empty() || !base.dims[d].empty()) continue;
     bool free = true;
-    for (const auto& a : c.dims[d]) free = free && !Uses(base, a);
+    for (const auto& a : c.dims[d]) free = free && !UsedOnDims(base, a);
     if (free) base.dims[d] = c.dims[d];
   }
+  for (const auto& a : c.partial)
+    if (!Uses(base, a)) base.partial.push_back(a);
+  std::erase_if(base.partial, [&](const std::string& a) { return UsedOnDims(base, a); });
 }
 
 // Whether following `chosen` honours proposal `c` (every dim c splits is split the same way).
@@ -248,8 +257,10 @@ class Propagator {
   }
 
   // The partial axes of a computed value follow from its operands' final shardings: recompute them
-  // in one forward sweep (a sweep's early guess may have been made before an operand settled).
+  // in one forward sweep (a sweep's early guess may have been made before an operand settled). A
+  // function result is returned complete: it gets no partial axes (the partitioner reduces it).
   void FinalizePartials() {
+    std::unordered_set<const Value*> results(f_.results().begin(), f_.results().end());
     for (const auto& n : f_.nodes()) {
       const ShardingRule* rule = GetShardingRule(n->op());
       if (rule->forward == nullptr) continue;
@@ -264,8 +275,9 @@ class Propagator {
             break;
           }
         s.partial.clear();
-        for (const auto& a : partial)
-          if (!Uses(s, a)) s.partial.push_back(a);
+        if (!results.count(v))
+          for (const auto& a : partial)
+            if (!Uses(s, a)) s.partial.push_back(a);
         if (s != *v->sharding()) {
           v->set_sharding(std::move(s));
           report_.changed = true;

@@ -17,8 +17,10 @@
 // for one value conflict, the one with the lowest cost wins: the bytes of the tensors that would
 // have to be resharded at the edges whose proposal is not followed (so the layouts of larger
 // tensors win); ties go to the proposal that splits the value into more shards, then to the
-// first one. With AXLE_DEBUG=1 every conflict is explained on stderr. A final forward sweep sets
-// each computed value's partial-sum axes from its operands' final shardings.
+// first one. With AXLE_DEBUG=1 every conflict is explained on stderr. A layout on a dim beats a
+// pending sum over the same axis. A final forward sweep sets each computed value's partial-sum
+// axes from its operands' final shardings; values the entry function returns get none (they are
+// returned complete).
 //
 // Other functions of the module are left as they are. Access a result by Value::sharding().
 #pragma once

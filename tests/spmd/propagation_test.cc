@@ -170,7 +170,8 @@ module @m {mesh_axes=[dp], mesh_shape=[2]} {
   const std::string once = ir::PrintModule(*m);
   EXPECT_FALSE(spmd::PropagateShardings(*m).changed);
   EXPECT_EQ(ir::PrintModule(*m), once);
-  EXPECT_EQ(*ValueNamed(*m->entry(), "s")->sharding(), S({{}}, {"dp"}));
+  // A returned value is complete: the sum over dp is left to the partitioner, not pending.
+  EXPECT_EQ(*ValueNamed(*m->entry(), "s")->sharding(), S({{}}));
 }
 
 // A training step of a two-layer MLP on a dp x tp mesh: batch over dp, Megatron over tp. The
@@ -205,12 +206,39 @@ TEST(PropagationTest, GradientsInheritTheirParametersSharding) {
     const ir::Value* grad = f.results()[k];
     const ir::Value* updated = f.results()[3 + k];
     SCOPED_TRACE(ir::PrintFunction(f));
-    // The gradient is laid out like its weight; it may still be a partial sum over dp (each
-    // batch shard's contribution), which the partitioner completes.
-    EXPECT_EQ(grad->sharding()->dims, want.dims) << "gradient of parameter " << k;
-    for (const auto& a : grad->sharding()->partial) EXPECT_EQ(a, "dp");
+    // The gradient is laid out like its weight, complete (a returned value is never partial: the
+    // partitioner sums the batch shards' contributions over dp).
+    EXPECT_EQ(*grad->sharding(), want) << "gradient of parameter " << k;
     EXPECT_EQ(*updated->sharding(), want) << "updated parameter " << k;
   }
+}
+
+// FSDP's layout: parameters and batch split on dim 0 over one axis. The weight gradients contract
+// over the split batch (a pending sum over fsdp) but are asked for dim 0 over fsdp by their
+// updates: the layout on a dim wins, so the partitioner can reduce_scatter them. The activations
+// are larger than the weights (as in training), so where a matmul's operands disagree the
+// batch-split activation keeps its layout and the weight is gathered.
+TEST(PropagationTest, FsdpGradientsAreShardedLikeTheirParameters) {
+  auto loss = testing::MlpLossModule(/*b=*/64, /*i=*/16, /*h=*/32, /*o=*/8);
+  auto m = autodiff::GradModule(*loss, 0, {1, 3});  // results: loss, dw1, dw2
+  m->set_mesh(ir::Mesh({"fsdp"}, {4}));
+  ir::Function& f = *m->entry();
+  std::vector<ir::Node*> params = f.Parameters();
+  for (int k : {0, 1, 3, 5}) params[k]->result()->set_sharding(S({{"fsdp"}, {}}));  // x, w1, w2, target
+  ir::Builder b(&f);
+  std::vector<ir::Value*> results = f.results();
+  for (int k : {1, 2}) {
+    ir::Value* w = params[k == 1 ? 1 : 3]->result();
+    ir::Value* lr = b.BroadcastInDim(b.Scalar(DType::kF32, 0.1), w->shape(), {});
+    results.push_back(b.Sub(w, b.Mul(lr, results[k])));
+  }
+  f.set_results(results);
+  spmd::PropagateShardings(*m);
+  ir::Verify(*m);
+  ExpectFullyAnnotated(f);
+  SCOPED_TRACE(ir::PrintFunction(f));
+  for (int k : {1, 2, 3, 4}) EXPECT_EQ(*f.results()[k]->sharding(), S({{"fsdp"}, {}})) << "result " << k;
+  EXPECT_EQ(*f.results()[0]->sharding(), S({})) << "the loss";
 }
 
 TEST(PropagationTest, PassIsRegisteredOnceAndRunsByName) {
