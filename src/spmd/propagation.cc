@@ -44,7 +44,7 @@ bool HasAxes(const Sharding& s) {
   return false;
 }
 
-void CheckOne(const Value& v, const ir::Mesh& mesh) {
+void CheckOne(const Value& v, const ir::Mesh& mesh, std::vector<std::string>& notes) {
   const Sharding& s = *v.sharding();
   auto fail = [&](const std::string& why) {
     Fail("sharding annotation {} on {} is impossible: {}", Text(s), Describe(&v), why);
@@ -63,12 +63,12 @@ void CheckOne(const Value& v, const ir::Mesh& mesh) {
   for (const auto& d : s.dims)
     for (const auto& a : d) use(a);
   for (const auto& a : s.partial) use(a);
-  if (flags::debug()) {
-    for (size_t d = 0; d < s.dims.size(); ++d) {
-      const int64_t k = mesh.AxesSize(s.dims[d]);
-      if (k > 1 && v.type().shape.dim(d) % k != 0)
-        fmt::print(stderr, "[axle sharding] note: {} on {}: dim {} (size {}) is not divisible by its {} shards; the "
-                   "partitioner pads it\n", Text(s), Describe(&v), d, v.type().shape.dim(d), k);
+  for (size_t d = 0; d < s.dims.size(); ++d) {
+    const int64_t k = mesh.AxesSize(s.dims[d]);
+    if (k > 1 && v.type().shape.dim(d) % k != 0) {
+      notes.push_back(fmt::format("{} on {}: dim {} (size {}) is not divisible by its {} shards; the partitioner "
+                                  "pads it", Text(s), Describe(&v), d, v.type().shape.dim(d), k));
+      if (flags::debug()) fmt::print(stderr, "[axle sharding] note: {}\n", notes.back());
     }
   }
 }
@@ -77,8 +77,18 @@ void CheckOne(const Value& v, const ir::Mesh& mesh) {
 struct Candidate {
   Sharding sharding;
   int64_t weight = 0;  // bytes of the tensor resharded at that edge when the proposal is not followed
-  std::string source;
+  // Where it came from: forward from operand `index` of `node` (v's producer), or backward from
+  // `node`, a user of v as its operand `index`. Put in words only for AXLE_DEBUG.
+  bool forward = true;
+  const Node* node = nullptr;
+  int index = 0;
 };
+
+std::string SourceText(const Candidate& c) {
+  if (c.forward)
+    return fmt::format("forward from operand {} ({})", c.index, c.node->operand(c.index)->sharding()->ToString());
+  return fmt::format("backward from `{}` (operand {})", ir::PrintNode(*c.node), c.index);
+}
 
 bool UsedOnDims(const Sharding& s, const std::string& axis) {
   for (const auto& d : s.dims)
@@ -170,8 +180,7 @@ class Propagator {
     for (Proposal& p : rule->forward(n, ops, mesh_)) {
       if (p.target != v->index() || !HasAxes(p.sharding)) continue;
       const Value* from = n.operand(p.source);
-      out.push_back({std::move(p.sharding), from->type().ByteSize(),
-                     fmt::format("forward from operand {} ({})", p.source, from->sharding()->ToString())});
+      out.push_back({std::move(p.sharding), from->type().ByteSize(), true, &n, p.source});
     }
     auto it = users_.find(v);
     if (it == users_.end()) return out;
@@ -180,8 +189,7 @@ class Propagator {
       if (urule->backward == nullptr) continue;
       for (Proposal& p : urule->backward(*user, ResultShardings(*user), mesh_)) {
         if (p.target != index || !HasAxes(p.sharding)) continue;
-        out.push_back({std::move(p.sharding), v->type().ByteSize(),
-                       fmt::format("backward from `{}` (operand {})", ir::PrintNode(*user), index)});
+        out.push_back({std::move(p.sharding), v->type().ByteSize(), false, user, index});
       }
     }
     return out;
@@ -244,7 +252,7 @@ class Propagator {
     std::string msg = fmt::format("[axle sharding] conflict at {}\n  current: {}\n", Describe(v), Text(base));
     for (size_t k = 0; k < cands.size(); ++k)
       msg += fmt::format("  candidate {}: {} from {}; ignoring it reshards {} bytes\n", k, Text(cands[k].sharding),
-                         cands[k].source, cands[k].weight);
+                         SourceText(cands[k]), cands[k].weight);
     for (size_t k = 0; k < options.size(); ++k)
       msg += fmt::format("  option {} (candidate {} first): {} costs {} bytes, {} shards{}\n", k, k,
                          Text(options[k].sharding), options[k].cost, options[k].shards, k == best ? "  <- chosen" : "");
@@ -295,7 +303,8 @@ class Propagator {
 
 }  // namespace
 
-void CheckAnnotations(const ir::Module& module) {
+std::vector<std::string> CheckAnnotations(const ir::Module& module) {
+  std::vector<std::string> notes;
   const ir::Function& f = *module.entry();
   bool any = false;
   for (const auto& n : f.nodes())
@@ -305,11 +314,12 @@ void CheckAnnotations(const ir::Module& module) {
       Fail("module @{} has sharding annotations but no mesh: add {{mesh_axes=[...], mesh_shape=[...]}} to the "
            "module (docs/ir.md, \"Meshes\")",
            module.name());
-    return;
+    return notes;
   }
   for (const auto& n : f.nodes())
     for (const Value* r : n->results())
-      if (r->sharding()) CheckOne(*r, *module.mesh());
+      if (r->sharding()) CheckOne(*r, *module.mesh(), notes);
+  return notes;
 }
 
 PropagationReport PropagateShardings(ir::Module& module) {
@@ -317,9 +327,11 @@ PropagationReport PropagateShardings(ir::Module& module) {
     Fail("sharding propagation: module @{} has no mesh; add {{mesh_axes=[...], mesh_shape=[...]}} to the module "
          "(docs/ir.md, \"Meshes\")",
          module.name());
-  CheckAnnotations(module);
+  std::vector<std::string> notes = CheckAnnotations(module);
   Propagator p(*module.entry(), *module.mesh());
-  return p.Run();
+  PropagationReport report = p.Run();
+  report.notes = std::move(notes);
+  return report;
 }
 
 }  // namespace axle::spmd

@@ -25,6 +25,9 @@
 // Other functions of the module are left as they are. Access a result by Value::sharding().
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "ir/module.h"
 
 namespace axle::spmd {
@@ -33,6 +36,9 @@ struct PropagationReport {
   bool changed = false;  // whether any value got or changed a sharding
   int sweeps = 0;        // forward + backward sweeps run, the final partial sweep not counted
   int conflicts = 0;     // decisions where some proposal for a value had to be ignored
+  // One line per annotated dimension the shard count does not divide (allowed: the partitioner
+  // pads it); AXLE_DEBUG prints them too.
+  std::vector<std::string> notes;
 };
 
 // Propagates shardings through module.entry() (see above). Throws axle::Error when the module has
@@ -42,7 +48,7 @@ struct PropagationReport {
 PropagationReport PropagateShardings(ir::Module& module);
 
 // Checks the annotations of the entry function's values against the module's mesh as above
-// (PropagateShardings does this first).
-void CheckAnnotations(const ir::Module& module);
+// (PropagateShardings does this first); returns the notes on uneven dimensions.
+std::vector<std::string> CheckAnnotations(const ir::Module& module);
 
 }  // namespace axle::spmd

@@ -118,9 +118,12 @@ module @m {mesh_axes=[tp], mesh_shape=[4]} {
   }
 }
 )");
-  spmd::PropagateShardings(*m);
+  spmd::PropagationReport r = spmd::PropagateShardings(*m);
   EXPECT_EQ(*ValueNamed(*m->entry(), "y")->sharding(), S({{"tp"}, {}}));
   ir::Verify(*m);
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("%x"), std::string::npos) << r.notes[0];
+  EXPECT_NE(r.notes[0].find("dim 0 (size 6) is not divisible by its 4 shards"), std::string::npos) << r.notes[0];
 }
 
 TEST(PropagationTest, ConflictIsDecidedByCostAndExplainedUnderDebug) {
