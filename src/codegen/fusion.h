@@ -9,9 +9,9 @@
 // is never in the group), an iota computes its value from i. A producer joins its
 // consumers' group when all its users are in that group and it has the group's element count,
 // or when its other users all come after the group's last node (multi-output fusion: it is then
-// also written out); otherwise it is materialized by a group of its own. A broadcast of a scalar or of a constant is
-// duplicated into every consumer group (recomputed per element) and materialized only when a
-// non-fused node or the function's results need it.
+// also written out); otherwise it is materialized by a group of its own. A broadcast that adds
+// elements is duplicated into every consumer group (each reads the operand at a mapped index) and
+// materialized only when a non-fused node or the function's results need it.
 //
 // Every other node (dot_general, reduce, gather, ...; and elementwise ops on bf16/f16, integer
 // pow) is a kernel of its own that the runtime's per-node executor runs. Parameters and
