@@ -8,11 +8,14 @@
 #include "core/error.h"
 #include "core/flags.h"
 #include "ir/builder.h"
+#include "ir/interpreter.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/pass.h"
+#include "spmd/partitioner.h"
 #include "spmd/passes.h"
+#include "spmd/shard_util.h"
 #include "spmd/propagation.h"
 #include "spmd/sharding_rules.h"
 #include "testing/models.h"
@@ -38,6 +41,41 @@ void ExpectFullyAnnotated(const ir::Function& f) {
   for (const auto& n : f.nodes())
     for (const ir::Value* v : n->results())
       EXPECT_TRUE(v->sharding().has_value()) << ir::PrintNode(*n);
+}
+
+// The layout propagation chose must partition to the same results: runs `m` (already propagated)
+// globally and partitioned on its mesh, with deterministic arguments (small multiples of 1/16),
+// and compares every result within a relative 1e-5 (partitioned sums add in another order).
+void ExpectPartitionsToTheGlobalResult(const ir::Module& m) {
+  const ir::Function& f = *m.entry();
+  const ir::Mesh& mesh = *m.mesh();
+  std::vector<ir::Literal> args;
+  int64_t k = 0;
+  for (const ir::Node* p : f.Parameters()) {
+    const ir::TensorType& t = p->result()->type();
+    std::vector<double> v(static_cast<size_t>(t.NumElements()));
+    for (double& x : v) x = static_cast<double>((k++ * 7) % 33 - 16) / 16.0;
+    args.push_back(ir::Literal::FromDoubles(t.dtype, t.shape, v));
+  }
+  const std::vector<ir::Literal> want = ir::Evaluate(f, args);
+  std::unique_ptr<ir::Module> part = spmd::Partition(m);
+  std::vector<std::vector<ir::Literal>> per_device(static_cast<size_t>(mesh.size()));
+  for (int64_t d = 0; d < mesh.size(); ++d)
+    for (size_t i = 0; i < args.size(); ++i)
+      per_device[d].push_back(spmd::ShardLiteral(args[i], spmd::ParameterSharding(m, static_cast<int64_t>(i)), mesh, d));
+  const std::vector<std::vector<ir::Literal>> got = ir::EvaluateReplicated(*part->entry(), per_device);
+  for (size_t r = 0; r < want.size(); ++r) {
+    std::vector<ir::Literal> shards;
+    for (int64_t d = 0; d < mesh.size(); ++d) shards.push_back(got[d][r]);
+    const ir::Literal whole = spmd::AssembleLiteral(shards, spmd::ResultSharding(m, static_cast<int64_t>(r)), mesh,
+                                                    f.results()[r]->type());
+    ASSERT_EQ(whole.type(), want[r].type());
+    for (int64_t i = 0; i < whole.NumElements(); ++i) {
+      const double a = want[r].GetDouble(i), g = whole.GetDouble(i);
+      ASSERT_LE(std::abs(a - g), 1e-5 * std::max(1.0, std::abs(a)))
+          << "result " << r << " element " << i << "\n--- partitioned:\n" << ir::PrintModule(*part);
+    }
+  }
 }
 
 TEST(ShardingRulesTest, EveryOpHasARuleOrIsReplicatedWithAReason) {
@@ -214,6 +252,7 @@ TEST(PropagationTest, GradientsInheritTheirParametersSharding) {
     EXPECT_EQ(*grad->sharding(), want) << "gradient of parameter " << k;
     EXPECT_EQ(*updated->sharding(), want) << "updated parameter " << k;
   }
+  ExpectPartitionsToTheGlobalResult(*m);
 }
 
 // FSDP's layout: parameters and batch split on dim 0 over one axis. The weight gradients contract
@@ -242,6 +281,7 @@ TEST(PropagationTest, FsdpGradientsAreShardedLikeTheirParameters) {
   SCOPED_TRACE(ir::PrintFunction(f));
   for (int k : {1, 2, 3, 4}) EXPECT_EQ(*f.results()[k]->sharding(), S({{"fsdp"}, {}})) << "result " << k;
   EXPECT_EQ(*f.results()[0]->sharding(), S({})) << "the loss";
+  ExpectPartitionsToTheGlobalResult(*m);
 }
 
 TEST(PropagationTest, PassIsRegisteredOnceAndRunsByName) {
