@@ -86,15 +86,8 @@ Axes ElementwisePartial(const Node& n, Operands ops) {
   const Axes& p1 = PartialOf(ops, 1);
   switch (n.op()) {
     case OpKind::kNeg: return p0;
-    case OpKind::kConvert:
-      return IsFloat(n.operand(0)->dtype()) && IsFloat(n.result()->dtype()) ? p0 : Axes{};
     case OpKind::kAdd:
     case OpKind::kSub: return p0 == p1 ? p0 : Axes{};
-    case OpKind::kMul:
-      if (!p0.empty() && p1.empty()) return p0;
-      if (p0.empty() && !p1.empty()) return p1;
-      return {};
-    case OpKind::kDiv: return p1.empty() ? p0 : Axes{};
     default: return {};
   }
 }
@@ -128,7 +121,7 @@ Pairs BroadcastPairs(const Node& n) {
   return out;
 }
 std::vector<Proposal> BroadcastForward(const Node& n, Operands ops, const ir::Mesh&) {
-  return Project(n, ops, 0, {{0, BroadcastPairs(n)}}, PartialOf(ops, 0));
+  return Project(n, ops, 0, {{0, BroadcastPairs(n)}}, {});
 }
 std::vector<Proposal> BroadcastBackward(const Node& n, Operands res, const ir::Mesh&) {
   return ProjectBack(n, res, 0, {{0, BroadcastPairs(n)}});
@@ -166,9 +159,7 @@ Sharding ReshapeMap(const Sharding& src, const Shape& from, const Shape& to, con
 }
 std::vector<Proposal> ReshapeForward(const Node& n, Operands ops, const ir::Mesh& mesh) {
   if (!ops[0]) return {};
-  Sharding s = ReshapeMap(*ops[0], ShapeOf(n.operand(0)), ShapeOf(n.result()), mesh);
-  s.partial = ops[0]->partial;
-  return {{0, 0, std::move(s)}};
+  return {{0, 0, ReshapeMap(*ops[0], ShapeOf(n.operand(0)), ShapeOf(n.result()), mesh)}};
 }
 std::vector<Proposal> ReshapeBackward(const Node& n, Operands res, const ir::Mesh& mesh) {
   if (!res[0]) return {};
@@ -183,18 +174,17 @@ Pairs TransposePairs(const Node& n) {
   return out;
 }
 std::vector<Proposal> TransposeForward(const Node& n, Operands ops, const ir::Mesh&) {
-  return Project(n, ops, 0, {{0, TransposePairs(n)}}, PartialOf(ops, 0));
+  return Project(n, ops, 0, {{0, TransposePairs(n)}}, {});
 }
 std::vector<Proposal> TransposeBackward(const Node& n, Operands res, const ir::Mesh&) {
   return ProjectBack(n, res, 0, {{0, TransposePairs(n)}});
 }
 
 // Ops that keep every dim but move data along some (the "touched" dims, replicated): slice, pad,
-// reverse, cumsum, dynamic_slice. `linear`: a partial operand gives a partial result.
-template <std::vector<bool> (*Touched)(const Node&), bool kLinear>
+// reverse, cumsum, dynamic_slice.
+template <std::vector<bool> (*Touched)(const Node&)>
 std::vector<Proposal> KeepDimsForward(const Node& n, Operands ops, const ir::Mesh&) {
-  return Project(n, ops, 0, {{0, IdentityExcept(Rank(n.result()), Touched(n))}},
-                 kLinear ? PartialOf(ops, 0) : Axes{});
+  return Project(n, ops, 0, {{0, IdentityExcept(Rank(n.result()), Touched(n))}}, {});
 }
 template <std::vector<bool> (*Touched)(const Node&)>
 std::vector<Proposal> KeepDimsBackward(const Node& n, Operands res, const ir::Mesh&) {
@@ -279,7 +269,7 @@ std::vector<std::pair<int, Pairs>> GatherOperandPairs(const Node& n) {
   return {{0, x}, {1, idx}};
 }
 std::vector<Proposal> GatherForward(const Node& n, Operands ops, const ir::Mesh&) {
-  return Project(n, ops, 0, GatherOperandPairs(n), PartialOf(ops, 1).empty() ? PartialOf(ops, 0) : Axes{});
+  return Project(n, ops, 0, GatherOperandPairs(n), {});
 }
 std::vector<Proposal> GatherBackward(const Node& n, Operands res, const ir::Mesh&) {
   return ProjectBack(n, res, 0, GatherOperandPairs(n));
@@ -368,7 +358,8 @@ std::vector<Proposal> SortBackward(const Node& n, Operands res, const ir::Mesh&)
 // ---------------------------------------------------------------------------------------------
 // dot_general: result dims are batch, lhs free, rhs free. Batch dims are shared by both operands,
 // free dims keep their axes, and contracting dims sharded on axes A (on either side; both must
-// agree, so the other is sliced to match) give a result that is a partial sum over A.
+// agree, so the other is sliced to match) give a result that is a partial sum over A. A partial
+// operand is completed first (the partitioner all-reduces it), so it adds nothing here.
 
 struct DotDims {
   Pairs lhs, rhs;  // operand dim -> result dim
@@ -407,9 +398,6 @@ Axes DotPartial(const Node& n, Operands ops) {
     // Both sides must be split alike; when they disagree, the larger operand keeps its layout.
     partial = AppendNew(partial, l.empty() ? r : r.empty() ? l : lhs_larger ? l : r);
   }
-  const Axes& pl = PartialOf(ops, 0);
-  const Axes& pr = PartialOf(ops, 1);
-  if (pl.empty() != pr.empty()) partial = AppendNew(partial, pl.empty() ? pr : pl);  // linear in each
   return partial;
 }
 
@@ -441,7 +429,7 @@ std::vector<Proposal> DotBackward(const Node& n, Operands res, const ir::Mesh&) 
 std::vector<Proposal> BarrierForward(const Node& n, Operands ops, const ir::Mesh&) {
   std::vector<Proposal> out;
   for (size_t i = 0; i < ops.size(); ++i)
-    if (ops[i]) out.push_back({static_cast<int>(i), static_cast<int>(i), *ops[i]});
+    if (ops[i]) out.push_back({static_cast<int>(i), static_cast<int>(i), Sharding{ops[i]->dims, {}}});
   return out;
 }
 std::vector<Proposal> BarrierBackward(const Node& n, Operands res, const ir::Mesh&) {
@@ -471,10 +459,10 @@ std::array<ShardingRule, ir::kNumOps> BuildTable() {
   set(OpKind::kBroadcastInDim, BroadcastForward, BroadcastBackward);
   set(OpKind::kReshape, ReshapeForward, ReshapeBackward);
   set(OpKind::kTranspose, TransposeForward, TransposeBackward);
-  set(OpKind::kSlice, KeepDimsForward<SliceTouched, true>, KeepDimsBackward<SliceTouched>);
-  set(OpKind::kPad, KeepDimsForward<PadTouched, false>, KeepDimsBackward<PadTouched>);
-  set(OpKind::kReverse, KeepDimsForward<ReverseTouched, true>, KeepDimsBackward<ReverseTouched>);
-  set(OpKind::kDynamicSlice, KeepDimsForward<DynamicSliceTouched, false>, KeepDimsBackward<DynamicSliceTouched>);
+  set(OpKind::kSlice, KeepDimsForward<SliceTouched>, KeepDimsBackward<SliceTouched>);
+  set(OpKind::kPad, KeepDimsForward<PadTouched>, KeepDimsBackward<PadTouched>);
+  set(OpKind::kReverse, KeepDimsForward<ReverseTouched>, KeepDimsBackward<ReverseTouched>);
+  set(OpKind::kDynamicSlice, KeepDimsForward<DynamicSliceTouched>, KeepDimsBackward<DynamicSliceTouched>);
   set(OpKind::kDynamicUpdateSlice, DusForward, DusBackward);
   set(OpKind::kConcatenate, ConcatForward, ConcatBackward);
   set(OpKind::kGather, GatherForward, GatherBackward);
@@ -482,7 +470,7 @@ std::array<ShardingRule, ir::kNumOps> BuildTable() {
   set(OpKind::kReduce, ReduceForward, ReduceBackward);
   set(OpKind::kArgMax, ArgReduceForward, ArgReduceBackward);
   set(OpKind::kArgMin, ArgReduceForward, ArgReduceBackward);
-  set(OpKind::kCumsum, KeepDimsForward<CumsumTouched, true>, KeepDimsBackward<CumsumTouched>);
+  set(OpKind::kCumsum, KeepDimsForward<CumsumTouched>, KeepDimsBackward<CumsumTouched>);
   set(OpKind::kSort, SortForward, SortBackward);
   set(OpKind::kDotGeneral, DotForward, DotBackward);
   replicated(OpKind::kRngBitGenerator,

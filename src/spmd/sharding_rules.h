@@ -7,9 +7,10 @@
 // Each proposal comes from one source (one operand for forward, one result for backward), so the
 // propagation can weigh and explain conflicting proposals. A dimension a rule cannot map (a sliced
 // or reduced dim, a dim that a reshape breaks up) is left replicated in the proposal. Partial-sum
-// axes are produced only by forward rules, only where the op is linear in its partial operands
-// (neg, add/sub of equally partial operands, mul/div by a non-partial value, movement ops, sum
-// reductions, dot_general) or where it contracts a sharded dimension (sum reduce, dot_general).
+// axes are produced only by forward rules: where an op contracts a sharded dimension (sum reduce,
+// dot_general), and carried through neg, add/sub of equally partial operands and sum reductions,
+// the ops the partitioner computes on partial sums. Every other op on a partial operand gets the
+// completed sum (the partitioner all-reduces first), so its result is not partial.
 //
 // An op whose results are always replicated has no rules and a `replicated_reason` instead
 // ("not shardable: replicated", e.g. custom_call: an opaque kernel sees whole tensors). A test walks
