@@ -340,7 +340,19 @@ ir::Value* ValueOf(const Tensor& tensor) {
   ir::Value* v = t.builder.Parameter(static_cast<int64_t>(t.inputs.size()), impl.type);
   t.inputs.push_back(impl.data);
   t.input_value.emplace(impl.data.get(), v);
+  Annotate(impl, v);
   return v;
+}
+
+void Annotate(const TensorImpl& impl, ir::Value* v) {
+  if (!impl.sharding) return;
+  Trace& t = CurrentTrace();
+  if (t.mesh && !(*t.mesh == *impl.mesh))
+    Fail("tensor {} is sharded over mesh {}, but this step's other shardings use mesh {}; one step "
+         "uses one mesh (re-mark the tensor with mark_sharding on the step's mesh)",
+         impl.type.ToString(), impl.mesh->ToString(), t.mesh->ToString());
+  t.mesh = impl.mesh;
+  v->set_sharding(impl.sharding);
 }
 
 Tensor MakePending(ir::Value* v, bool requires_grad) {
@@ -372,6 +384,7 @@ void Rebind(TensorImpl& impl, ir::Value* v) {
   impl.epoch = t.epoch;
   impl.data = nullptr;  // the old buffer is donated to the step if nothing else holds it
   if (!g_grad_enabled) t.stop_gradient.insert(v);
+  if (!v->sharding()) Annotate(impl, v);  // an updated parameter keeps its layout
   RecordScopes(t);
   if (!was_pending) t.pending.push_back(impl.weak_from_this());
 }
@@ -466,13 +479,19 @@ void sync() {
     }
     ir::Node* copy = fn->AddNode(n->op(), std::move(operands), std::move(attrs), types);
     copy->set_loc(n->loc());
-    for (size_t i = 0; i < n->num_results(); ++i) map[n->result(i)] = copy->result(i);
+    for (size_t i = 0; i < n->num_results(); ++i) {
+      map[n->result(i)] = copy->result(i);
+      copy->result(i)->set_sharding(n->result(i)->sharding());
+    }
     sig.nodes.push_back({std::string(n->name()), types.size() == 1 ? types[0].ToString() : "(...)",
                          detail::Where(*n, t)});
   }
   std::vector<ir::Value*> mapped;
   for (ir::Value* r : results) mapped.push_back(map.at(r));
   fn->set_results(std::move(mapped));
+  // The annotations' mesh. Until the partitioner runs in sync() (docs/spmd.md, "Status"), a
+  // sharded step runs as one global program: the shardings change the key, not the values.
+  module->set_mesh(t.mesh);
 
   // 3. Donation: inputs that only this trace holds. Then the trace is done.
   std::vector<bool> donate(args.size());

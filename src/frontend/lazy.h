@@ -18,6 +18,7 @@
 #include <condition_variable>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -63,6 +64,10 @@ struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   bool requires_grad = false;         // a leaf marked by requires_grad_, or computed from one
   bool is_leaf = true;
   std::shared_ptr<TensorImpl> grad;
+  // mark_sharding's annotation (include/axle/spmd.h): it holds for the tensor's value in every
+  // trace that uses it, and for the values in-place ops rebind it to.
+  std::optional<ir::Sharding> sharding;
+  std::optional<ir::Mesh> mesh;
 };
 
 // The trace under construction. One per process; tracing is single-threaded.
@@ -81,6 +86,8 @@ struct Trace {
   std::unordered_map<const ir::Node*, std::string> scope_of;
   // Tensors that hold pending values of this trace.
   std::vector<std::weak_ptr<TensorImpl>> pending;
+  // The mesh of the trace's sharding annotations (one per trace), if any.
+  std::optional<ir::Mesh> mesh;
   size_t scoped = 0;  // nodes before this index have had their scope recorded
 };
 
@@ -95,6 +102,8 @@ Tensor MakePending(ir::Value* v, std::initializer_list<const Tensor*> inputs);
 Tensor MakePending(ir::Value* v, bool requires_grad);
 // Rebinds `impl` to pending value `v` (in-place ops).
 void Rebind(TensorImpl& impl, ir::Value* v);
+// Puts `impl`'s sharding annotation (if any) on `v` and the annotation's mesh on the trace.
+void Annotate(const TensorImpl& impl, ir::Value* v);
 // A materialized tensor from a host buffer (a transfer).
 Tensor MakeMaterialized(runtime::BufferPtr buffer, std::string origin);
 // Waits for `t` (syncing first if it is pending) and returns its buffer.

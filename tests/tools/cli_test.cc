@@ -54,6 +54,22 @@ TEST_F(CliTest, RunMlpMatchesNumPy) {
   }
 }
 
+// axle compile shows each stage of the compiled backend (the docs/compiler.md walk-through).
+TEST_F(CliTest, CompileShowsIrKernelsAndCpp) {
+  const std::string file = Src("docs/examples/layer_norm_backward.axir");
+  RunResult all = RunAxle("compile " + file);
+  ASSERT_EQ(all.status, 0) << all.output;
+  EXPECT_NE(all.output.find("// ---- IR after the default pipeline\nmodule @layer_norm_backward"), std::string::npos);
+  EXPECT_NE(all.output.find("18 kernels: reduce, fused{broadcast_in_dim,div}[4]"), std::string::npos) << all.output;
+  EXPECT_NE(all.output.find("extern \"C\" void k17("), std::string::npos);
+  RunResult kernels = RunAxle("compile --emit=kernels " + file);
+  ASSERT_EQ(kernels.status, 0) << kernels.output;
+  EXPECT_EQ(kernels.output.rfind("18 kernels:", 0), 0u) << kernels.output;
+  RunResult bad = RunAxle("compile --emit=asm " + file);
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.output.find("--emit: asm not in {all,ir,kernels,cpp}"), std::string::npos) << bad.output;
+}
+
 TEST_F(CliTest, RunErrorsExitOne) {
   std::string mlp = Src("examples/mlp.axir");
   RunResult missing = RunAxle("run " + mlp);

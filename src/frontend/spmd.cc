@@ -1,0 +1,226 @@
+// The user-facing SPMD API (include/axle/spmd.h): meshes, mark_sharding, sharding_of and
+// visualize_sharding over the lazy trace (lazy.h).
+#include "axle/spmd.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "core/flags.h"
+#include "frontend/lazy.h"
+#include "spmd/propagation.h"
+
+namespace axle::spmd {
+namespace {
+
+std::optional<Mesh>& GlobalMesh() {
+  static std::optional<Mesh> mesh;
+  return mesh;
+}
+
+void CheckDevices(const Mesh& mesh, std::string_view what) {
+  const int64_t devices = flags::cpu_devices();
+  if (mesh.size() != devices)
+    Fail("{}: mesh {} has {} devices, but this process has {} (set AXLE_CPU_DEVICES={} or "
+         "flags::set_cpu_devices({}) before building the mesh's tensors, or use a mesh of {} devices)",
+         what, mesh.ToString(), mesh.size(), devices, mesh.size(), mesh.size(), devices);
+}
+
+// "tensor f32[4,8]" (with its IR value's name when it has one).
+std::string TensorName(const Tensor& t) {
+  std::string name = fmt::format("tensor {}", t.type_string());
+  const detail::TensorImpl& impl = *t.impl();
+  if (impl.value != nullptr && impl.epoch == detail::CurrentTrace().epoch && !impl.value->name().empty())
+    name += fmt::format(" (%{})", impl.value->name());
+  return name;
+}
+
+ir::Sharding ToSharding(const Tensor& t, const Mesh& mesh, const PartitionSpec& spec) {
+  const std::string what = fmt::format("mark_sharding({}, mesh {}, spec {})", TensorName(t), mesh.ToString(),
+                                       SpecString(spec));
+  const int64_t rank = t.dim();
+  if (static_cast<int64_t>(spec.size()) > rank)
+    Fail("{}: the spec has {} entries but the tensor has {} dimension{}; give one entry per dimension "
+         "(None / {{}} for a replicated one)", what, spec.size(), rank, rank == 1 ? "" : "s");
+  CheckDevices(mesh, what);
+  ir::Sharding s;
+  s.dims.resize(static_cast<size_t>(rank));
+  std::set<std::string> used;
+  for (size_t d = 0; d < spec.size(); ++d) {
+    for (const std::string& axis : spec[d].names) {
+      if (!mesh.ir_mesh().HasAxis(axis))
+        Fail("{}: dimension {} names axis '{}', which the mesh does not have (its axes: {})", what, d, axis,
+             fmt::join(mesh.axis_names(), ", "));
+      if (!used.insert(axis).second)
+        Fail("{}: axis '{}' is used twice; a mesh axis splits at most one dimension", what, axis);
+      s.dims[d].push_back(axis);
+    }
+  }
+  return s;
+}
+
+// The block [begin, end) of dimension `size` split over `axes` that `device` holds (padded
+// blocks of ceil(size / n), as the partitioner lays them out).
+std::pair<int64_t, int64_t> Block(const ir::Mesh& mesh, int64_t device, const std::vector<std::string>& axes,
+                                  int64_t size) {
+  const int64_t n = mesh.AxesSize(axes);
+  const int64_t block = (size + n - 1) / n;
+  const int64_t i = mesh.ShardIndex(device, axes);
+  return {std::min(size, i * block), std::min(size, (i + 1) * block)};
+}
+
+std::string Range(const char* what, std::pair<int64_t, int64_t> r) {
+  if (r.second - r.first <= 1) return fmt::format("{} {}", what, r.first);
+  return fmt::format("{} {}-{}", what, r.first, r.second - 1);
+}
+
+}  // namespace
+
+std::string SpecString(const PartitionSpec& spec) {
+  std::vector<std::string> parts;
+  for (const Axes& a : spec) {
+    if (a.names.empty()) {
+      parts.emplace_back("None");
+    } else if (a.names.size() == 1) {
+      parts.push_back(fmt::format("'{}'", a.names[0]));
+    } else {
+      std::vector<std::string> q;
+      for (const auto& n : a.names) q.push_back(fmt::format("'{}'", n));
+      parts.push_back(fmt::format("({})", fmt::join(q, ", ")));
+    }
+  }
+  return fmt::format("({}{})", fmt::join(parts, ", "), parts.size() == 1 ? "," : "");
+}
+
+Mesh::Mesh(std::vector<int64_t> device_ids, std::vector<int64_t> mesh_shape, std::vector<std::string> axis_names)
+    : mesh_(std::move(axis_names), std::move(mesh_shape), std::move(device_ids)) {}
+
+Mesh::Mesh(std::vector<int64_t> mesh_shape, std::vector<std::string> axis_names)
+    : mesh_(std::move(axis_names), std::move(mesh_shape)) {}
+
+void set_global_mesh(const Mesh& mesh) {
+  CheckDevices(mesh, "set_global_mesh");
+  GlobalMesh() = mesh;
+}
+
+const Mesh* get_global_mesh() { return GlobalMesh() ? &*GlobalMesh() : nullptr; }
+
+void clear_global_mesh() { GlobalMesh().reset(); }
+
+const Tensor& mark_sharding(const Tensor& t, const Mesh& mesh, const PartitionSpec& spec) {
+  AXLE_CHECK(t.defined(), "mark_sharding of an undefined tensor");
+  ir::Sharding s = ToSharding(t, mesh, spec);
+  detail::TensorImpl& impl = *t.impl();
+  detail::Trace& trace = detail::CurrentTrace();
+  if (trace.mesh && !(*trace.mesh == mesh.ir_mesh()))
+    Fail("mark_sharding({}, mesh {}, spec {}): this step already uses mesh {}; one step uses one mesh",
+         TensorName(t), mesh.ToString(), SpecString(spec), trace.mesh->ToString());
+  impl.sharding = std::move(s);
+  impl.mesh = mesh.ir_mesh();
+  detail::Annotate(impl, detail::ValueOf(t));
+  return t;
+}
+
+const Tensor& mark_sharding(const Tensor& t, const PartitionSpec& spec) {
+  const Mesh* mesh = get_global_mesh();
+  if (mesh == nullptr)
+    Fail("mark_sharding({}, spec {}) without a mesh: call set_global_mesh(mesh) first, or pass the mesh",
+         t.defined() ? TensorName(t) : "an undefined tensor", SpecString(spec));
+  return mark_sharding(t, *mesh, spec);
+}
+
+ir::Sharding sharding_of(const Tensor& t) {
+  AXLE_CHECK(t.defined(), "sharding_of an undefined tensor");
+  const detail::TensorImpl& impl = *t.impl();
+  detail::Trace& trace = detail::CurrentTrace();
+  ir::Sharding replicated;
+  replicated.dims.resize(static_cast<size_t>(t.dim()));
+  const bool pending = impl.value != nullptr && impl.epoch == trace.epoch;
+  if (!pending) return impl.sharding.value_or(replicated);
+  if (impl.value->sharding()) return *impl.value->sharding();
+  if (!trace.mesh) return replicated;
+  // Propagate over a copy of the pending graph: the trace itself keeps only the user's
+  // annotations (sync() hands those to the compiler, which propagates again).
+  const auto& nodes = trace.fn->nodes();
+  size_t node_index = 0, result_index = 0;
+  for (; node_index < nodes.size(); ++node_index) {
+    const auto& rs = nodes[node_index]->results();
+    auto it = std::find(rs.begin(), rs.end(), impl.value);
+    if (it != rs.end()) {
+      result_index = static_cast<size_t>(it - rs.begin());
+      break;
+    }
+  }
+  AXLE_CHECK(node_index < nodes.size(), "sharding_of: the tensor's value is not in the current trace");
+  std::unique_ptr<ir::Module> copy = trace.module->Clone();
+  copy->set_mesh(trace.mesh);
+  ir::Function* fn = copy->FindFunction(trace.fn->name());
+  ir::Value* v = fn->nodes()[node_index]->result(result_index);
+  fn->set_results({v});
+  PropagateShardings(*copy);
+  return v->sharding().value_or(replicated);
+}
+
+std::string visualize_sharding(const Tensor& t) {
+  const ir::Sharding s = sharding_of(t);
+  const detail::TensorImpl& impl = *t.impl();
+  const detail::Trace& trace = detail::CurrentTrace();
+  std::optional<ir::Mesh> mesh = impl.mesh ? impl.mesh : trace.mesh;
+  if (!mesh && get_global_mesh()) mesh = get_global_mesh()->ir_mesh();
+  std::string out = fmt::format("{} {}", t.type_string(), s.ToString());
+  if (!mesh) return out + " (no mesh: one device holds it all)\n";
+  out += fmt::format(" on mesh {}\n", mesh->ToString());
+  const Dims& shape = t.sizes();
+  // Blocks by the devices that hold them (a replicated dimension gives every device the same).
+  std::map<std::vector<std::pair<int64_t, int64_t>>, std::vector<int64_t>> holders;
+  for (int64_t d = 0; d < mesh->size(); ++d) {
+    std::vector<std::pair<int64_t, int64_t>> block;
+    for (size_t k = 0; k < shape.size(); ++k) block.push_back(Block(*mesh, d, s.dims[k], shape[k]));
+    holders[block].push_back(d);
+  }
+  auto devices = [](const std::vector<int64_t>& ds) {
+    return fmt::format("{} {}", ds.size() == 1 ? "device" : "devices", fmt::join(ds, ","));
+  };
+  if (!s.partial.empty()) out += fmt::format("partial sums over [{}]\n", fmt::join(s.partial, ","));
+  if (shape.size() == 2) {
+    std::vector<std::pair<int64_t, int64_t>> rows, cols;
+    for (const auto& [block, ds] : holders) {
+      if (std::find(rows.begin(), rows.end(), block[0]) == rows.end()) rows.push_back(block[0]);
+      if (std::find(cols.begin(), cols.end(), block[1]) == cols.end()) cols.push_back(block[1]);
+    }
+    std::sort(rows.begin(), rows.end());
+    std::sort(cols.begin(), cols.end());
+    std::vector<std::vector<std::string>> cells(rows.size() + 1, std::vector<std::string>(cols.size() + 1));
+    for (size_t c = 0; c < cols.size(); ++c) cells[0][c + 1] = Range("cols", cols[c]);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      cells[r + 1][0] = Range("rows", rows[r]);
+      for (size_t c = 0; c < cols.size(); ++c) {
+        auto it = holders.find({rows[r], cols[c]});
+        cells[r + 1][c + 1] = it == holders.end() ? "-" : devices(it->second);
+      }
+    }
+    std::vector<size_t> width(cols.size() + 1, 0);
+    for (const auto& row : cells)
+      for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    for (const auto& row : cells) {
+      std::string line;
+      for (size_t c = 0; c < row.size(); ++c) line += fmt::format("{:<{}}  ", row[c], width[c]);
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      out += line + "\n";
+    }
+    return out;
+  }
+  for (const auto& [block, ds] : holders) {
+    std::vector<std::string> ranges;
+    for (const auto& r : block) ranges.push_back(r.second - r.first == 0 ? "[]" : fmt::format("{}:{}", r.first, r.second));
+    out += fmt::format("  [{}]  {}\n", fmt::join(ranges, ", "), devices(ds));
+  }
+  return out;
+}
+
+}  // namespace axle::spmd
