@@ -327,6 +327,10 @@ PropagationReport PropagateShardings(ir::Module& module) {
     Fail("sharding propagation: module @{} has no mesh; add {{mesh_axes=[...], mesh_shape=[...]}} to the module "
          "(docs/ir.md, \"Meshes\")",
          module.name());
+  if (module.num_replicas() != 1)
+    Fail("sharding propagation: module @{} runs on {} replicas: it is already partitioned (per-device shapes); "
+         "propagate on the global program (num_replicas 1) before partitioning",
+         module.name(), module.num_replicas());
   std::vector<std::string> notes = CheckAnnotations(module);
   Propagator p(*module.entry(), *module.mesh());
   PropagationReport report = p.Run();

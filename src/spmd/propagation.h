@@ -42,7 +42,7 @@ struct PropagationReport {
 };
 
 // Propagates shardings through module.entry() (see above). Throws axle::Error when the module has
-// no mesh, or when a user annotation is impossible (rank mismatch, an empty or unknown axis, an
+// no mesh or is already partitioned (num_replicas != 1), or when a user annotation is impossible (rank mismatch, an empty or unknown axis, an
 // axis used twice), naming the value and the spec. A dimension whose size the shard count does
 // not divide is allowed (the partitioner pads it); AXLE_DEBUG notes it.
 PropagationReport PropagateShardings(ir::Module& module);

@@ -146,6 +146,23 @@ TEST(PropagationTest, NeedsAMesh) {
   EXPECT_THROW(spmd::PropagateShardings(*m), Error);
 }
 
+TEST(PropagationTest, RefusesAPartitionedModule) {
+  auto m = ir::ParseModule(R"(
+module @m {num_replicas=2, mesh_axes=[dp], mesh_shape=[2]} {
+  func @main {
+    %x = parameter() {index=0} : f32[4]
+    return %x
+  }
+}
+)");
+  try {
+    spmd::PropagateShardings(*m);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("already partitioned"), std::string::npos) << e.what();
+  }
+}
+
 TEST(PropagationTest, UnevenAnnotationIsAllowed) {
   auto m = ir::ParseModule(R"(
 module @m {mesh_axes=[tp], mesh_shape=[4]} {
