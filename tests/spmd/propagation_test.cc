@@ -4,6 +4,9 @@
 // exercised as text in tests/spmd/propagation/*.axir (spmd_text_test.cc).
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "autodiff/vjp.h"
 #include "core/error.h"
 #include "core/flags.h"
@@ -298,6 +301,19 @@ TEST(PropagationTest, FsdpGradientsAreShardedLikeTheirParameters) {
   SCOPED_TRACE(ir::PrintFunction(f));
   for (int k : {1, 2, 3, 4}) EXPECT_EQ(*f.results()[k]->sharding(), S({{"fsdp"}, {}})) << "result " << k;
   EXPECT_EQ(*f.results()[0]->sharding(), S({})) << "the loss";
+  ExpectPartitionsToTheGlobalResult(*m);
+}
+
+// The Megatron attention layer of tests/spmd/propagation/attention_tp.axir, propagated from its
+// parameters' annotations, partitions to the global result.
+TEST(PropagationTest, AttentionLayerPartitionsToTheGlobalResult) {
+  const std::string path = std::string(AXLE_SOURCE_DIR) + "/tests/spmd/propagation/attention_tp.axir";
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::unique_ptr<ir::Module> m = ir::ParseModule(text.str(), path);
+  spmd::PropagateShardings(*m);
+  ExpectFullyAnnotated(*m->entry());
   ExpectPartitionsToTheGlobalResult(*m);
 }
 
