@@ -184,15 +184,31 @@ void Partitioner::Elementwise(const Node& n) {
   for (const Value* o : n.operands())
     same_shape = same_shape && (o->shape() == r->shape() || o->type().rank() == 0);
   if (!same_shape) return Whole(n);
-  // Linear ops map partial sums to a partial sum: a partial result is computed from partial operands.
-  const bool linear = n.op() == OpKind::kAdd || n.op() == OpKind::kSub || n.op() == OpKind::kNeg;
-  Sharding want = linear ? Ann(r) : Full(Ann(r));
+  // An op linear in some operands maps partial sums there to a partial sum: a partial result is
+  // computed from those operands left partial (add, sub, neg, float convert: every operand; mul:
+  // the one operand already partial; div: the numerator), the others whole.
+  const Sharding ann = Ann(r), whole = Full(ann);
+  std::vector<bool> keep(n.num_operands(), false);
+  if (!ann.partial.empty() && r->type().rank() == n.operand(0)->type().rank()) {
+    switch (n.op()) {
+      case OpKind::kAdd:
+      case OpKind::kSub:
+      case OpKind::kNeg: keep.assign(n.num_operands(), true); break;
+      case OpKind::kConvert: keep[0] = IsFloat(n.operand(0)->dtype()) && IsFloat(r->dtype()); break;
+      case OpKind::kDiv: keep[0] = true; break;
+      case OpKind::kMul: keep[Ann(n.operand(1)).partial == ann.partial ? 1 : 0] = true; break;
+      default: break;
+    }
+  }
   std::vector<Value*> ops;
-  for (const Value* o : n.operands())
-    ops.push_back(Get(o, o->type().rank() == r->type().rank() ? want : Replicated(o->type().rank())));
+  for (size_t i = 0; i < n.num_operands(); ++i) {
+    const Value* o = n.operand(i);
+    ops.push_back(Get(o, o->type().rank() != r->type().rank() ? Replicated(o->type().rank()) : keep[i] ? ann : whole));
+  }
+  const Sharding have = std::find(keep.begin(), keep.end(), true) != keep.end() ? ann : whole;
   std::vector<TensorType> declared;
-  if (n.info().Has(ir::kDeclaresResult)) declared.push_back(LocalType(r, want));
-  Set(r, b_.Build1(n.op(), ops, n.attrs(), declared), want);
+  if (n.info().Has(ir::kDeclaresResult)) declared.push_back(LocalType(r, have));
+  Set(r, b_.Build1(n.op(), ops, n.attrs(), declared), have);
 }
 
 void Partitioner::BroadcastInDim(const Node& n) {
@@ -273,12 +289,18 @@ void Partitioner::Reduce(const Node& n) {
     if (!Intersects(ann.dims[k], reduced_axes)) want.dims[d] = have.dims[k] = ann.dims[k];
     ++k;
   }
+  if (a.kind == ir::ReduceKind::kSum) {  // a sum of partial sums stays partial over the same axes
+    for (const std::string& axis : Ann(x).partial)
+      if (!std::any_of(want.dims.begin(), want.dims.end(), [&](const auto& d) { return Contains(d, axis); }))
+        want.partial.push_back(axis);
+  }
   Value* v = Get(x, want);
   v = lb_.MaskPadding(v, x->type(), want, a.dims, internal::ReduceIdentity(a.kind, x->dtype()));
   v = b_.Reduce(v, a.kind, a.dims);
+  have.partial = want.partial;
   if (!reduced_axes.empty()) {
-    if (a.kind == ir::ReduceKind::kSum) {
-      have.partial = reduced_axes;  // all_reduce, reduce_scatter or kept partial: Reshard decides
+    if (a.kind == ir::ReduceKind::kSum) {  // all_reduce, reduce_scatter or kept partial: Reshard decides
+      have.partial.insert(have.partial.end(), reduced_axes.begin(), reduced_axes.end());
     } else {
       v = b_.Build1(OpKind::kAllReduce, {v}, ir::AllReduceAttrs{a.kind, lb_.Groups(reduced_axes)});
     }
@@ -328,10 +350,21 @@ void Partitioner::DotGeneral(const Node& n) {
     lw.dims[a.lhs_contracting[k]] = contract[k];
     rw.dims[a.rhs_contracting[k]] = contract[k];
   }
+  // The product is linear in each side: one partial operand (not both) stays partial, when its
+  // axes are free on both sides.
+  auto uses = [](const Sharding& s, const std::vector<std::string>& p) {
+    return std::any_of(s.dims.begin(), s.dims.end(), [&](const auto& d) { return Intersects(d, p); });
+  };
+  const std::vector<std::string>& lp = Ann(lhs).partial;
+  const std::vector<std::string>& rp = Ann(rhs).partial;
+  if (!lp.empty() && rp.empty() && !uses(lw, lp) && !uses(rw, lp)) lw.partial = lp;
+  if (lp.empty() && !rp.empty() && !uses(lw, rp) && !uses(rw, rp)) rw.partial = rp;
   // Padding along a split contracting dim must add nothing: zero it on both sides.
   Value* l = lb_.MaskPadding(Get(lhs, lw), lhs->type(), lw, a.lhs_contracting, 0);
   Value* rr = lb_.MaskPadding(Get(rhs, rw), rhs->type(), rw, a.rhs_contracting, 0);
   have.partial = axes;
+  have.partial.insert(have.partial.end(), lw.partial.begin(), lw.partial.end());
+  have.partial.insert(have.partial.end(), rw.partial.begin(), rw.partial.end());
   Set(r, b_.DotGeneral(l, rr, a), have);
 }
 
