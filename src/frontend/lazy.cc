@@ -1,6 +1,7 @@
 // The lazy runtime: the trace, sync() (graph cut, executable cache, launch), the execution
 // thread, metrics and recompilation reports. See lazy.h for the model.
 #include "frontend/lazy.h"
+#include "frontend/sharded_step.h"
 #include "frontend/ops_internal.h"
 
 #include <fmt/format.h>
@@ -489,8 +490,7 @@ void sync() {
   std::vector<ir::Value*> mapped;
   for (ir::Value* r : results) mapped.push_back(map.at(r));
   fn->set_results(std::move(mapped));
-  // The annotations' mesh. Until the partitioner runs in sync() (docs/spmd.md, "Status"), a
-  // sharded step runs as one global program: the shardings change the key, not the values.
+  // The annotations' mesh: with more than one device the step is partitioned (sharded_step.h).
   module->set_mesh(t.mesh);
 
   // 3. Donation: inputs that only this trace holds. Then the trace is done.
@@ -515,7 +515,9 @@ void sync() {
     const auto start = std::chrono::steady_clock::now();
     ir::Verify(*module);
     detail::CacheEntry e;
-    e.exe = runtime::GetBackend(detail::g_backend).Compile(*module);
+    runtime::Backend& backend = runtime::GetBackend(detail::g_backend);
+    e.exe = detail::CompileShardedStep(backend, *module);  // a mesh of several devices
+    if (e.exe == nullptr) e.exe = backend.Compile(*module);
     const double secs = detail::Seconds(start);
     e.signature = std::move(sig);
     e.number = number;
