@@ -134,24 +134,56 @@ Value* LocalBuilder::Reshard(Value* v, const TensorType& global, const Sharding&
     }
   }
 
-  // 2b. Every other dim whose sharding changes: gather it whole (dropping the padding) ...
-  bool cropped = false;
-  std::vector<int64_t> limit = v->shape().dims();
+  // 2b. A dim split over [a, b] that `to` splits over [a] only, when it divides evenly: gather over
+  //     b alone (the b-blocks of one a-block are contiguous).
   for (int64_t d = 0; d < rank; ++d) {
-    if (cur.dims[d] == to.dims[d] || cur.dims[d].empty()) continue;
+    const auto& c = cur.dims[d];
+    const auto& t = to.dims[d];
+    if (t.empty() || c.size() <= t.size() || !std::equal(t.begin(), t.end(), c.begin()) || gs.dim(d) % n_of(c) != 0)
+      continue;
+    std::vector<std::string> minor(c.begin() + static_cast<int64_t>(t.size()), c.end());
+    v = b_.Build1(ir::OpKind::kAllGather, {v}, ir::AllGatherAttrs{d, Groups(minor)});
+    cur.dims[d] = t;
+  }
+
+  // 2c. Every other dim whose sharding changes: gather it whole (dropping the padding) ...
+  auto extendable = [&](int64_t d) {  // split over [a] now, over [a, b] in `to`, evenly
+    const auto& c = cur.dims[d];
+    const auto& t = to.dims[d];
+    return !c.empty() && t.size() > c.size() && std::equal(c.begin(), c.end(), t.begin()) && gs.dim(d) % n_of(t) == 0;
+  };
+  bool cropped = false;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (cur.dims[d] == to.dims[d] || cur.dims[d].empty() || extendable(d)) continue;
     v = b_.Build1(ir::OpKind::kAllGather, {v}, ir::AllGatherAttrs{d, Groups(cur.dims[d])});
-    limit[d] = gs.dim(d);
     cropped = cropped || v->shape().dim(d) != gs.dim(d);
     cur.dims[d].clear();
   }
   if (cropped) {
-    limit = v->shape().dims();
+    std::vector<int64_t> limit = v->shape().dims();
     for (int64_t d = 0; d < rank; ++d)
       if (cur.dims[d].empty()) limit[d] = gs.dim(d);
     v = b_.Build1(ir::OpKind::kSlice, {v},
                   ir::SliceAttrs{std::vector<int64_t>(rank, 0), limit, std::vector<int64_t>(rank, 1)});
   }
-  // ... then cut this device's block out of each dim `to` splits (padded to whole blocks first).
+  // ... then a dim split over [a] that `to` splits over [a, b], dividing evenly, cuts its b-block
+  // out of its a-block (after the gathers: b may have been in use on another dim) ...
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!extendable(d)) continue;
+    const auto& c = cur.dims[d];
+    const auto& t = to.dims[d];
+    std::vector<std::string> minor(t.begin() + static_cast<int64_t>(c.size()), t.end());
+    const int64_t block = gs.dim(d) / n_of(t);
+    std::vector<int64_t> sizes = v->shape().dims();
+    sizes[d] = block;
+    Value* zero = b_.Scalar(DType::kI32, 0);
+    std::vector<Value*> operands{v};
+    for (int64_t k = 0; k < rank; ++k)
+      operands.push_back(k == d ? b_.Mul(ShardIndex(minor), b_.Scalar(DType::kI32, static_cast<double>(block))) : zero);
+    v = b_.Build1(ir::OpKind::kDynamicSlice, operands, ir::DynamicSliceAttrs{sizes});
+    cur.dims[d] = t;
+  }
+  // ... and cut this device's block out of each dim `to` splits (padded to whole blocks first).
   std::vector<int64_t> split;
   for (int64_t d = 0; d < rank; ++d)
     if (cur.dims[d] != to.dims[d]) split.push_back(d);

@@ -169,6 +169,26 @@ TEST(PartitionText, AxisMoveIsAllToAll) {
 )");
 }
 
+TEST(PartitionText, DroppingOrAddingAMinorAxisTouchesOnlyThatAxis) {
+  ExpectChecks(R"(module @m {mesh_axes=[x, y], mesh_shape=[2,2]} {
+  func @main {
+    %a = parameter() {index=0} : f32[8,4]{[x, y], []}
+    %b = neg(%a) : f32[8,4]{[x], []}
+    %c = abs(%b) : f32[8,4]{[x, y], []}
+    return %c
+  }
+})",
+               R"(
+// CHECK: %a = parameter() {index=0} : f32[2,4]
+// CHECK-NEXT: [[G:%[0-9]+]] = all_gather(%a) {dim=0, groups=[[0, 1], [2, 3]]} : f32[4,4]
+// CHECK-NEXT: %b = neg([[G]]) : f32[4,4]
+// CHECK-NOT: all_gather
+// CHECK: constant() {value=[0, 1, 0, 1]} : i32[4]
+// CHECK: dynamic_slice(%b, {{.*}}) {sizes=[2, 4]} : f32[2,4]
+// CHECK-NEXT: %c = abs(
+)");
+}
+
 TEST(PartitionText, ShardedToReplicatedGathersAndDropsPadding) {
   ExpectChecks(R"(module @m {mesh_axes=[x], mesh_shape=[2]} {
   func @main {
