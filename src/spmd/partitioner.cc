@@ -151,6 +151,15 @@ void Partitioner::Partition(const Node& n) {
         if (a.low[d] != 0 || a.high[d] != 0 || a.interior[d] != 0) touched.push_back(d);
       return PerDim(n, touched);
     }
+    case OpKind::kDynamicSlice:
+    case OpKind::kDynamicUpdateSlice: {  // a dim taken whole (start clamped to 0) is untouched
+      const Shape& x = n.operand(0)->shape();
+      const Shape& part = n.op() == OpKind::kDynamicSlice ? r->shape() : n.operand(1)->shape();
+      std::vector<int64_t> touched;
+      for (int64_t d = 0; d < x.rank(); ++d)
+        if (part.dim(d) != x.dim(d)) touched.push_back(d);
+      return PerDim(n, touched);
+    }
     case OpKind::kReverse: return PerDim(n, n.attrs_as<ir::ReverseAttrs>().dims);
     case OpKind::kConcatenate: return PerDim(n, {n.attrs_as<ir::ConcatenateAttrs>().dim});
     case OpKind::kCumsum: return PerDim(n, {n.attrs_as<ir::CumsumAttrs>().dim});
@@ -382,7 +391,7 @@ void Partitioner::Iota(const Node& n) {
 }
 
 // Ops that act along some dims only (`touched`): those are made whole, the others keep the
-// result's sharding; operands of another rank (pad's value) are replicated.
+// result's sharding; operands of another rank (pad's value, dynamic_slice's starts) are replicated.
 void Partitioner::PerDim(const Node& n, const std::vector<int64_t>& touched) {
   const Value* x = n.operand(0);
   const int64_t rank = x->type().rank();
@@ -400,9 +409,11 @@ void Partitioner::PerDim(const Node& n, const std::vector<int64_t>& touched) {
   std::vector<Value*> ops;
   for (const Value* o : n.operands()) ops.push_back(Get(o, o->type().rank() == rank ? want : Replicated(o->type().rank())));
   ir::Attrs attrs = n.attrs();
-  if (auto* s = std::get_if<ir::SliceAttrs>(&attrs))
-    for (int64_t d = 0; d < rank; ++d)
-      if (std::find(touched.begin(), touched.end(), d) == touched.end()) s->limit[d] = ops[0]->shape().dim(d);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (std::find(touched.begin(), touched.end(), d) != touched.end()) continue;
+    if (auto* s = std::get_if<ir::SliceAttrs>(&attrs)) s->limit[d] = ops[0]->shape().dim(d);
+    if (auto* s = std::get_if<ir::DynamicSliceAttrs>(&attrs)) s->sizes[d] = ops[0]->shape().dim(d);
+  }
   Sharding have = want;
   if (drops) have.dims.erase(have.dims.begin() + touched[0]);
   std::vector<Value*> outs = b_.Build(n.op(), ops, attrs);

@@ -538,7 +538,12 @@ std::vector<Program> Programs() {
                   Value* g = b.Build1(OpKind::kGather, {x, idx}, ir::GatherAttrs{0, 0});
                   Value* ds = b.Build1(OpKind::kDynamicSlice, {x, b.Scalar(DType::kI32, 2), b.Scalar(DType::kI32, 1)},
                                        ir::DynamicSliceAttrs{{3, 4}});
-                  b.Return({g, ds});
+                  Value* rows = b.Build1(OpKind::kDynamicSlice, {x, b.Parameter(2, TensorType(DType::kI32, Shape{})),
+                                                                 b.Scalar(DType::kI32, 0)},
+                                         ir::DynamicSliceAttrs{{3, 6}});
+                  Value* upd = b.Build1(OpKind::kDynamicUpdateSlice,
+                                        {x, b.Unary(OpKind::kNeg, rows), b.Scalar(DType::kI32, 3), b.Scalar(DType::kI32, 0)});
+                  b.Return({g, ds, rows, upd});
                 }});
   return ps;
 }
