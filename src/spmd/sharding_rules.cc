@@ -86,8 +86,15 @@ Axes ElementwisePartial(const Node& n, Operands ops) {
   const Axes& p1 = PartialOf(ops, 1);
   switch (n.op()) {
     case OpKind::kNeg: return p0;
+    case OpKind::kConvert:
+      return IsFloat(n.operand(0)->dtype()) && IsFloat(n.result()->dtype()) ? p0 : Axes{};
     case OpKind::kAdd:
     case OpKind::kSub: return p0 == p1 ? p0 : Axes{};
+    case OpKind::kMul:  // linear in each side: one partial operand
+      if (!p0.empty() && p1.empty()) return p0;
+      if (p0.empty() && !p1.empty()) return p1;
+      return {};
+    case OpKind::kDiv: return p1.empty() ? p0 : Axes{};  // linear in the numerator
     default: return {};
   }
 }
@@ -358,8 +365,8 @@ std::vector<Proposal> SortBackward(const Node& n, Operands res, const ir::Mesh&)
 // ---------------------------------------------------------------------------------------------
 // dot_general: result dims are batch, lhs free, rhs free. Batch dims are shared by both operands,
 // free dims keep their axes, and contracting dims sharded on axes A (on either side; both must
-// agree, so the other is sliced to match) give a result that is a partial sum over A. A partial
-// operand is completed first (the partitioner all-reduces it), so it adds nothing here.
+// agree, so the other is sliced to match) give a result that is a partial sum over A; so does one
+// partial operand (the product is linear in each side).
 
 struct DotDims {
   Pairs lhs, rhs;  // operand dim -> result dim
@@ -398,6 +405,10 @@ Axes DotPartial(const Node& n, Operands ops) {
     // Both sides must be split alike; when they disagree, the larger operand keeps its layout.
     partial = AppendNew(partial, l.empty() ? r : r.empty() ? l : lhs_larger ? l : r);
   }
+  // Linear in each side: one partial operand (not both) leaves its partial axes pending too.
+  const Axes& pl = PartialOf(ops, 0);
+  const Axes& pr = PartialOf(ops, 1);
+  if (pl.empty() != pr.empty()) partial = AppendNew(partial, pl.empty() ? pr : pl);
   return partial;
 }
 

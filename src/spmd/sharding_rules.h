@@ -8,9 +8,11 @@
 // propagation can weigh and explain conflicting proposals. A dimension a rule cannot map (a sliced
 // or reduced dim, a dim that a reshape breaks up) is left replicated in the proposal. Partial-sum
 // axes are produced only by forward rules: where an op contracts a sharded dimension (sum reduce,
-// dot_general), and carried through neg, add/sub of equally partial operands and sum reductions,
-// the ops the partitioner computes on partial sums. Every other op on a partial operand gets the
-// completed sum (the partitioner all-reduces first), so its result is not partial.
+// dot_general), and carried through the ops linear in their partial operands that the partitioner
+// computes on partial sums: neg, float-to-float convert, add/sub of equally partial operands, mul
+// with one partial operand, div with a partial numerator, sum reductions, dot_general with one
+// partial operand. Every other op on a partial operand gets the completed sum (the partitioner
+// all-reduces first), so its result is not partial.
 //
 // An op whose results are always replicated has no rules and a `replicated_reason` instead
 // ("not shardable: replicated", e.g. custom_call: an opaque kernel sees whole tensors). A test walks
