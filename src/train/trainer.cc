@@ -16,6 +16,9 @@
 #include "axle/optim.h"
 #include "axle/tensor.h"
 #include "core/error.h"
+#include "core/flags.h"
+#include "frontend/sharded_step.h"
+#include "train/parallel.h"
 #include "train/corpus.h"
 #include "train/data.h"
 
@@ -120,6 +123,12 @@ void PrintProgress(int64_t done, int64_t total, double loss, double tok_s) {
 TrainResult Train(const TrainOptions& o, std::ostream& out) {
   const Clock::time_point start = Clock::now();
   Validate(o);
+  if (o.devices < 0) Fail("--devices {}: must be at least 1", o.devices);
+  if (o.devices > 0) flags::set_cpu_devices(o.devices);
+  const std::optional<spmd::Mesh> mesh = ParseMesh(o.mesh, flags::cpu_devices());
+  if (mesh && o.batch % mesh->ir_mesh().AxesSize(BatchSpec(*mesh)[0].names) != 0)
+    Fail("--batch {} does not split evenly over the mesh's batch axes ({}): use a multiple of {}", o.batch,
+         mesh->ToString(), mesh->ir_mesh().AxesSize(BatchSpec(*mesh)[0].names));
   if (!o.backend.empty()) set_backend(o.backend);
   manual_seed(o.seed);
 
@@ -161,12 +170,26 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
   }
   optim::AdamW opt({{decay, o.weight_decay}, {no_decay, 0.0}}, o.lr, {0.9, 0.999}, 1e-8,
                    o.weight_decay);
+  if (mesh) ShardGpt2(*model, opt, *mesh);
   sync();  // the initial weights and the optimizer state are device data from here on
+  std::vector<Tensor> state;
+  const auto& groups = opt.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (size_t i = 0; i < groups[g].params.size(); ++i) {
+      state.push_back(opt.exp_avg(g, i));
+      state.push_back(opt.exp_avg_sq(g, i));
+    }
+  const int64_t param_bytes = BytesPerDevice(all, mesh ? &*mesh : nullptr);
+  const int64_t optimizer_bytes = BytesPerDevice(state, mesh ? &*mesh : nullptr);
 
   out << fmt::format("axle train: gpt2 {} ({:.2f}M parameters), {} tokens from {}, batch {} x seq "
                      "{}, {} steps, backend {}\n",
                      config.ToString(), model->num_parameters() / 1e6, data.tokens.size(),
                      data.source, o.batch, o.seq, o.steps, backend());
+  if (mesh)
+    out << fmt::format("mesh {} on {} virtual CPU devices: {:.2f} MB of parameters and {:.2f} MB of optimizer "
+                       "state per device\n",
+                       mesh->ToString(), mesh->size(), param_bytes / 1e6, optimizer_bytes / 1e6);
   std::ofstream json;
   if (!o.log_json.empty()) {
     json.open(o.log_json);
@@ -183,6 +206,14 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
                           {"lr", s.lr},               {"tokens_per_s", s.tokens_per_s},
                           {"step_s", s.step_s},       {"compile_s", s.compile_s}};
       if (s.step == 0) j["startup_s"] = result.startup_s;
+      // SPMD counters (zero on one device): bytes each step's collectives moved, summed over devices.
+      const runtime::CollectiveStats c = mesh ? detail::LastCollectiveStats() : runtime::CollectiveStats{};
+      j["param_bytes_per_device"] = param_bytes;
+      j["optimizer_bytes_per_device"] = optimizer_bytes;
+      j["all_gather_bytes"] = c.all_gather_bytes;
+      j["reduce_scatter_bytes"] = c.reduce_scatter_bytes;
+      j["all_reduce_bytes"] = c.all_reduce_bytes;
+      j["collectives"] = c.collectives;
       json << j.dump() << "\n" << std::flush;
     }
     if (s.step == 0 || s.step + 1 == o.steps || (o.log_every > 0 && s.step % o.log_every == 0)) {
@@ -206,6 +237,10 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
     Batch b = loader.Get(step);
     Tensor x = from_vector<int32_t>(b.inputs, {o.batch, o.seq}, DType::kI32);
     Tensor y = from_vector<int32_t>(b.targets, {o.batch, o.seq}, DType::kI32);
+    if (mesh) {
+      spmd::mark_sharding(x, *mesh, BatchSpec(*mesh));
+      spmd::mark_sharding(y, *mesh, BatchSpec(*mesh));
+    }
     const double compile_before = metrics().compile_s;
     opt.zero_grad();
     Tensor loss = model->forward(x, y);

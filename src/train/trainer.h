@@ -37,6 +37,10 @@ struct TrainOptions {
   std::string save;                 // write the trained weights to this .safetensors file
   std::string backend;  // compiled | cpu | interpreter; empty: the default (AXLE_BACKEND, compiled)
   bool progress = true;             // a progress bar when stderr is a terminal
+  // SPMD (docs/spmd.md, "axle train on a mesh"): virtual CPU devices (0 = AXLE_CPU_DEVICES) and
+  // the mesh, "fsdp=4,tp=2" over the axes dp, fsdp, tp (empty: every device on dp).
+  int64_t devices = 0;
+  std::string mesh;
 };
 
 struct StepLog {

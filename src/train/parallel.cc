@@ -1,0 +1,117 @@
+#include "train/parallel.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+
+namespace axle::train {
+namespace {
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+std::optional<spmd::Mesh> ParseMesh(const std::string& mesh_text, int64_t devices) {
+  if (devices < 1) Fail("--devices {}: must be at least 1", devices);
+  if (mesh_text.empty()) {
+    if (devices == 1) return std::nullopt;
+    return spmd::Mesh({devices}, {"dp"});
+  }
+  std::vector<std::string> names;
+  std::vector<int64_t> sizes;
+  const std::set<std::string> known = {"dp", "fsdp", "tp"};
+  size_t start = 0;
+  while (start <= mesh_text.size()) {
+    const size_t comma = mesh_text.find(',', start);
+    const std::string item = mesh_text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      Fail("--mesh {}: '{}' is not AXIS=SIZE (e.g. --mesh fsdp=4,tp=2)", mesh_text, item);
+    const std::string axis = item.substr(0, eq);
+    if (!known.count(axis)) Fail("--mesh {}: unknown axis '{}' (the axes are dp, fsdp and tp)", mesh_text, axis);
+    if (std::find(names.begin(), names.end(), axis) != names.end())
+      Fail("--mesh {}: axis '{}' is given twice", mesh_text, axis);
+    int64_t size = 0;
+    try {
+      size_t used = 0;
+      size = std::stoll(item.substr(eq + 1), &used);
+      if (used != item.size() - eq - 1) size = 0;
+    } catch (const std::exception&) {
+      size = 0;
+    }
+    if (size < 1) Fail("--mesh {}: the size of axis '{}' must be a positive integer", mesh_text, axis);
+    names.push_back(axis);
+    sizes.push_back(size);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  int64_t product = 1;
+  for (int64_t s : sizes) product *= s;
+  if (product != devices)
+    Fail("--mesh {} has {} devices but --devices is {}: the axis sizes must multiply to the device count",
+         mesh_text, product, devices);
+  return spmd::Mesh(sizes, names);
+}
+
+spmd::PartitionSpec Gpt2ParameterSpec(const std::string& name, int64_t rank, const spmd::Mesh& mesh) {
+  spmd::PartitionSpec spec(static_cast<size_t>(rank));
+  if (rank == 0) return spec;
+  const auto& axes = mesh.axis_names();
+  auto has = [&](const char* a) { return std::find(axes.begin(), axes.end(), a) != axes.end(); };
+  if (has("tp")) {
+    const bool column = name.find("attn.c_attn.") != std::string::npos || name.find("mlp.c_fc.") != std::string::npos;
+    const bool row = EndsWith(name, "attn.c_proj.weight") || EndsWith(name, "mlp.c_proj.weight");
+    if (column) spec[static_cast<size_t>(rank - 1)].names.push_back("tp");  // weight [in, out]: out; bias [out]
+    if (row) spec[0].names.push_back("tp");                                  // weight [in, out]: in
+  }
+  if (has("fsdp")) spec[0].names.push_back("fsdp");
+  return spec;
+}
+
+void ShardGpt2(const nn::Module& model, const optim::AdamW& opt, const spmd::Mesh& mesh) {
+  std::map<const void*, spmd::PartitionSpec> spec_of;
+  for (const auto& [name, p] : model.named_parameters()) {
+    spmd::PartitionSpec spec = Gpt2ParameterSpec(name, p.dim(), mesh);
+    spmd::mark_sharding(p, mesh, spec);
+    spec_of[p.impl().get()] = std::move(spec);
+  }
+  const auto& groups = opt.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (size_t i = 0; i < groups[g].params.size(); ++i) {
+      auto it = spec_of.find(groups[g].params[i].impl().get());
+      if (it == spec_of.end()) continue;
+      spmd::mark_sharding(opt.exp_avg(g, i), mesh, it->second);
+      spmd::mark_sharding(opt.exp_avg_sq(g, i), mesh, it->second);
+    }
+  }
+}
+
+spmd::PartitionSpec BatchSpec(const spmd::Mesh& mesh) {
+  spmd::Axes batch;
+  for (const auto& a : mesh.axis_names())
+    if (a == "dp" || a == "fsdp") batch.names.push_back(a);
+  return {batch};
+}
+
+int64_t BytesPerDevice(const std::vector<Tensor>& tensors, const spmd::Mesh* mesh) {
+  int64_t bytes = 0;
+  for (const Tensor& t : tensors) {
+    const int64_t item = DTypeSize(t.dtype());
+    if (mesh == nullptr) {
+      bytes += t.numel() * item;
+      continue;
+    }
+    const ir::Sharding s = spmd::NormalizeSharding(spmd::sharding_of(t), t.dim(), mesh->ir_mesh());
+    bytes += spmd::LocalShape(Shape(t.sizes()), s, mesh->ir_mesh()).NumElements() * item;
+  }
+  return bytes;
+}
+
+}  // namespace axle::train

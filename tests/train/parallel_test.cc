@@ -1,0 +1,106 @@
+// axle train on a mesh: the same losses on 1 device and on 8 virtual devices under every mesh
+// shape, FSDP's per-device bytes, the --mesh / --devices errors.
+#include "train/parallel.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/flags.h"
+#include "train/trainer.h"
+
+namespace axle::train {
+namespace {
+using ::testing::HasSubstr;
+
+std::string ErrorOf(auto&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TrainOptions Tiny(int64_t devices, std::string mesh) {
+  TrainOptions o;
+  o.config = "tiny";
+  o.steps = 3;
+  o.batch = 8;
+  o.seq = 32;
+  o.samples = 0;
+  o.progress = false;
+  o.backend = "cpu";  // the partitioned program on the per-op executor: no native compiles here
+  o.devices = devices;
+  o.mesh = std::move(mesh);
+  return o;
+}
+
+class ParallelTrainTest : public ::testing::Test {
+ protected:
+  void TearDown() override { flags::set_cpu_devices(1); }
+};
+
+TEST_F(ParallelTrainTest, EveryMeshGivesTheSingleDeviceLosses) {
+  std::ostringstream log;
+  const TrainResult one = Train(Tiny(1, ""), log);
+  for (const char* mesh : {"dp=8", "fsdp=8", "fsdp=4,tp=2", "dp=2,fsdp=2,tp=2"}) {
+    std::ostringstream out;
+    const TrainResult r = Train(Tiny(8, mesh), out);
+    EXPECT_THAT(out.str(), HasSubstr(fmt::format("on 8 virtual CPU devices")));
+    ASSERT_EQ(r.steps.size(), one.steps.size()) << mesh;
+    for (size_t i = 0; i < r.steps.size(); ++i)
+      EXPECT_NEAR(r.steps[i].loss, one.steps[i].loss, 1e-4 * std::abs(one.steps[i].loss)) << mesh << " step " << i;
+  }
+}
+
+TEST_F(ParallelTrainTest, FsdpShardsEveryParameterAndItsOptimizerState) {
+  flags::set_cpu_devices(8);
+  const spmd::Mesh mesh = *ParseMesh("fsdp=8", 8);
+  EXPECT_EQ(Gpt2ParameterSpec("h.0.attn.c_attn.weight", 2, mesh)[0].names, std::vector<std::string>{"fsdp"});
+  const spmd::Mesh tp = *ParseMesh("fsdp=4,tp=2", 8);
+  EXPECT_EQ(Gpt2ParameterSpec("h.1.mlp.c_proj.weight", 2, tp)[0].names, (std::vector<std::string>{"tp", "fsdp"}));
+  EXPECT_EQ(Gpt2ParameterSpec("h.1.mlp.c_fc.weight", 2, tp)[1].names, std::vector<std::string>{"tp"});
+  EXPECT_EQ(Gpt2ParameterSpec("h.1.mlp.c_fc.bias", 1, tp)[0].names, (std::vector<std::string>{"tp", "fsdp"}));
+  EXPECT_EQ(BatchSpec(*ParseMesh("dp=2,fsdp=2,tp=2", 8))[0].names, (std::vector<std::string>{"dp", "fsdp"}));
+  std::ostringstream out;
+  TrainOptions o = Tiny(8, "fsdp=8");
+  o.log_json = ::testing::TempDir() + "/fsdp.jsonl";
+  Train(o, out);
+  std::ifstream in(o.log_json);
+  std::string first;
+  std::getline(in, first);
+  const auto j = nlohmann::json::parse(first);
+  std::ostringstream one_out;
+  TrainOptions o1 = Tiny(1, "");
+  o1.log_json = ::testing::TempDir() + "/one.jsonl";
+  Train(o1, one_out);
+  std::ifstream in1(o1.log_json);
+  std::getline(in1, first);
+  const auto j1 = nlohmann::json::parse(first);
+  const double total = j1["param_bytes_per_device"].get<double>() + j1["optimizer_bytes_per_device"].get<double>();
+  const double per_device = j["param_bytes_per_device"].get<double>() + j["optimizer_bytes_per_device"].get<double>();
+  EXPECT_LE(per_device, total / 8 * 1.05) << first;
+  EXPECT_GT(j["collectives"].get<int64_t>(), 0);
+  EXPECT_GT(j["all_gather_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(j1["collectives"].get<int64_t>(), 0);
+}
+
+TEST_F(ParallelTrainTest, BadMeshesAreClearErrors) {
+  EXPECT_THAT(ErrorOf([] { ParseMesh("fsdp=4,tp=4", 8); }), HasSubstr("has 16 devices but --devices is 8"));
+  EXPECT_THAT(ErrorOf([] { ParseMesh("pp=8", 8); }), HasSubstr("unknown axis 'pp' (the axes are dp, fsdp and tp)"));
+  EXPECT_THAT(ErrorOf([] { ParseMesh("dp=2,dp=4", 8); }), HasSubstr("axis 'dp' is given twice"));
+  EXPECT_THAT(ErrorOf([] { ParseMesh("dp=x", 1); }), HasSubstr("must be a positive integer"));
+  EXPECT_THAT(ErrorOf([] { ParseMesh("dp", 1); }), HasSubstr("is not AXIS=SIZE"));
+  std::ostringstream out;
+  TrainOptions o = Tiny(8, "dp=8");
+  o.batch = 4;
+  EXPECT_THAT(ErrorOf([&] { Train(o, out); }), HasSubstr("--batch 4 does not split evenly"));
+}
+
+}  // namespace
+}  // namespace axle::train
