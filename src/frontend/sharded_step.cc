@@ -1,6 +1,14 @@
 #include "frontend/sharded_step.h"
 
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
 #include <mutex>
+
+#include "core/flags.h"
+#include "ir/hash.h"
+#include "ir/printer.h"
 
 #include "runtime/devices.h"
 #include "spmd/partitioner.h"
@@ -95,6 +103,13 @@ std::unique_ptr<runtime::Executable> CompileShardedStep(runtime::Backend& backen
   std::unique_ptr<ir::Module> annotated = global.Clone();
   spmd::PropagateShardings(*annotated);
   std::unique_ptr<ir::Module> local = spmd::Partition(*annotated);
+  if (const std::string dir = flags::dump_dir(); !dir.empty()) {
+    // AXLE_DUMP_DIR: the step after propagation and after partitioning, next to the passes' dumps.
+    std::filesystem::create_directories(dir);
+    const std::string base = fmt::format("{}/{}-{}", dir, global.name(), ir::HashModule(global).ToHex().substr(0, 12));
+    std::ofstream(base + ".propagated.axir", std::ios::binary) << ir::PrintModule(*annotated);
+    std::ofstream(base + ".partitioned.axir", std::ios::binary) << ir::PrintModule(*local);
+  }
   auto exe = runtime::ReplicatedExecutable::Compile(backend, *local);
   const runtime::CompileInfo info = exe->executable().compile_info();
   auto out = std::make_unique<ShardedExecutable>(*annotated, std::move(exe));
