@@ -92,6 +92,7 @@ class Partitioner {
   void Reduce(const Node& n);
   void DotGeneral(const Node& n);
   void Iota(const Node& n);
+  void GatherScatter(const Node& n);
   void PerDim(const Node& n, const std::vector<int64_t>& touched);
   void Whole(const Node& n);
 
@@ -160,6 +161,8 @@ void Partitioner::Partition(const Node& n) {
         if (part.dim(d) != x.dim(d)) touched.push_back(d);
       return PerDim(n, touched);
     }
+    case OpKind::kGather:
+    case OpKind::kScatterAdd: return GatherScatter(n);
     case OpKind::kReverse: return PerDim(n, n.attrs_as<ir::ReverseAttrs>().dims);
     case OpKind::kConcatenate: return PerDim(n, {n.attrs_as<ir::ConcatenateAttrs>().dim});
     case OpKind::kCumsum: return PerDim(n, {n.attrs_as<ir::CumsumAttrs>().dim});
@@ -388,6 +391,35 @@ void Partitioner::Iota(const Node& n) {
   Value* i = b_.Iota(TensorType(DType::kI32, local.shape), dim);
   Value* at = b_.Add(i, b_.BroadcastInDim(lb_.BlockOffset(have.dims[dim], r->shape().dim(dim)), local.shape, {}));
   Set(r, r->dtype() == DType::kI32 ? at : b_.Convert(at, r->dtype()), have);
+}
+
+// gather / scatter_add: the gathered axis of x is whole; every other dim of x, indices and the
+// gathered shape (gather's result, scatter_add's updates) maps to one dim of that shape and takes
+// its layout, so each device gathers (or scatters) its own block with no communication.
+void Partitioner::GatherScatter(const Node& n) {
+  const auto& a = n.attrs_as<ir::GatherAttrs>();
+  const bool gather = n.op() == OpKind::kGather;
+  const Value* x = n.operand(0);
+  const Value* idx = n.operand(1);
+  const Value* r = n.result(0);
+  const int64_t xr = x->type().rank(), ir_ = idx->type().rank();
+  // The layout of the gathered shape, x.shape[:axis] + indices.shape[batch_dims:] + x.shape[axis+1:].
+  Sharding g = Replicated(a.axis + (ir_ - a.batch_dims) + (xr - a.axis - 1));
+  if (gather) {
+    g = Full(Ann(r));
+  } else {  // x's layout (axis whole); the index dims stay whole: devices holding different updates
+            // for one position would each add x too
+    Sharding rs = Full(Ann(r));
+    for (int64_t d = 0; d < xr; ++d)
+      if (d != a.axis) g.dims[d < a.axis ? d : d + ir_ - a.batch_dims - 1] = rs.dims[d];
+  }
+  Sharding xw = Replicated(xr), iw = Replicated(ir_);
+  for (int64_t d = 0; d < xr; ++d)
+    if (d != a.axis) xw.dims[d] = g.dims[d < a.axis ? d : d + ir_ - a.batch_dims - 1];
+  for (int64_t k = 0; k < ir_; ++k) iw.dims[k] = g.dims[k < a.batch_dims ? k : a.axis + k - a.batch_dims];
+  std::vector<Value*> ops{Get(x, xw), Get(idx, iw)};
+  if (!gather) ops.push_back(Get(n.operand(2), g));
+  Set(r, b_.Build1(n.op(), ops, n.attrs()), gather ? g : xw);
 }
 
 // Ops that act along some dims only (`touched`): those are made whole, the others keep the

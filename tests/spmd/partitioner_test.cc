@@ -189,6 +189,23 @@ TEST(PartitionText, DroppingOrAddingAMinorAxisTouchesOnlyThatAxis) {
 )");
 }
 
+TEST(PartitionText, EmbeddingLookupSplitOverBatchAndFeaturesIsLocal) {
+  ExpectChecks(R"(module @m {mesh_axes=[dp, tp], mesh_shape=[2,2]} {
+  func @main {
+    %table = parameter() {index=0} : f32[10,8]{[], [tp]}
+    %ids = parameter() {index=1} : i32[4,3]{[dp], []}
+    %e = gather(%table, %ids) {axis=0, batch_dims=0} : f32[4,3,8]{[dp], [], [tp]}
+    return %e
+  }
+})",
+               R"(
+// CHECK: %table = parameter() {index=0} : f32[10,4]
+// CHECK: %ids = parameter() {index=1} : i32[2,3]
+// CHECK-NEXT: %e = gather(%table, %ids) {axis=0, batch_dims=0} : f32[2,3,4]
+// CHECK-NEXT: return %e
+)");
+}
+
 TEST(PartitionText, ShardedToReplicatedGathersAndDropsPadding) {
   ExpectChecks(R"(module @m {mesh_axes=[x], mesh_shape=[2]} {
   func @main {
@@ -546,7 +563,11 @@ std::vector<Program> Programs() {
                                          ir::DynamicSliceAttrs{{3, 6}});
                   Value* upd = b.Build1(OpKind::kDynamicUpdateSlice,
                                         {x, b.Unary(OpKind::kNeg, rows), b.Scalar(DType::kI32, 3), b.Scalar(DType::kI32, 0)});
-                  b.Return({g, ds, rows, upd});
+                  Value* emb = b.Parameter(3, F32({5, 3, 4}));
+                  Value* ids = b.Parameter(4, TensorType(DType::kI32, Shape{5, 2, 3}));
+                  Value* bg = b.Build1(OpKind::kGather, {emb, ids}, ir::GatherAttrs{1, 1});  // [5, 2, 3, 4]
+                  Value* sc = b.Build1(OpKind::kScatterAdd, {emb, ids, b.Unary(OpKind::kNeg, bg)}, ir::GatherAttrs{1, 1});
+                  b.Return({g, ds, rows, upd, bg, sc});
                 }});
   return ps;
 }
