@@ -8,6 +8,7 @@
 #include "spmd/partitioner.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -73,7 +74,12 @@ class Partitioner {
     }
   }
   // The local value of global operand `v` in sharding `want`.
-  Value* Get(const Value* v, const Sharding& want) { return lb_.Reshard(local_.at(v), v->type(), Ann(v), want); }
+  // Each (value, layout) is made once: collectives are never merged by CSE afterwards.
+  Value* Get(const Value* v, const Sharding& want) {
+    Value*& slot = reshards_[{v, NormalizeSharding(want, v->type().rank(), mesh_).ToString()}];
+    if (!slot) slot = lb_.Reshard(local_.at(v), v->type(), Ann(v), want);
+    return slot;
+  }
   // Records `lv` (in sharding `have`) as the local value of global `gv`, resharded to its annotation.
   void Set(const Value* gv, Value* lv, const Sharding& have) {
     Value* out = lb_.Reshard(lv, gv->type(), have, Ann(gv));
@@ -101,6 +107,7 @@ class Partitioner {
   ir::Builder b_;
   internal::LocalBuilder lb_;
   std::unordered_map<const Value*, Value*> local_;
+  std::map<std::pair<const Value*, std::string>, Value*> reshards_;
   std::set<std::string> names_;
 };
 

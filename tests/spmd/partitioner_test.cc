@@ -206,6 +206,22 @@ TEST(PartitionText, EmbeddingLookupSplitOverBatchAndFeaturesIsLocal) {
 )");
 }
 
+TEST(PartitionText, AValueIsGatheredOnceForAllItsUsers) {
+  ExpectChecks(R"(module @m {mesh_axes=[x], mesh_shape=[2]} {
+  func @main {
+    %a = parameter() {index=0} : f32[4,6]{[x], []}
+    %b = neg(%a) : f32[4,6]
+    %c = abs(%a) : f32[4,6]
+    return %b, %c
+  }
+})",
+               R"(
+// CHECK: [[G:%[0-9]+]] = all_gather(%a)
+// CHECK-NEXT: %b = neg([[G]])
+// CHECK-NEXT: %c = abs([[G]])
+)");
+}
+
 TEST(PartitionText, ShardedToReplicatedGathersAndDropsPadding) {
   ExpectChecks(R"(module @m {mesh_axes=[x], mesh_shape=[2]} {
   func @main {
