@@ -336,12 +336,16 @@ void Partitioner::DotGeneral(const Node& n) {
   // Contracting dims: the axes both sides agree on, else the one sharded side's (the other side is
   // resharded to match); their axes make the local product a partial sum.
   std::vector<std::vector<std::string>> contract(a.lhs_contracting.size());
-  std::vector<std::string> axes;
+  std::vector<std::string> axes, result_axes;
+  for (const auto& d : ann.dims) result_axes.insert(result_axes.end(), d.begin(), d.end());
   for (size_t k = 0; k < contract.size(); ++k) {
     const auto& l = ls.dims[a.lhs_contracting[k]];
     const auto& rr = rs.dims[a.rhs_contracting[k]];
     std::vector<std::string> c = !l.empty() ? l : rr;
     if (c.empty() || Intersects(c, axes)) continue;
+    // One side split there over axes the result splits elsewhere (FSDP: a weight split over the
+    // batch's axis): gathering that side beats gathering the other side and scattering the result.
+    if (l != rr && Intersects(c, result_axes)) continue;
     contract[k] = c;
     axes.insert(axes.end(), c.begin(), c.end());
   }

@@ -101,6 +101,24 @@ TEST(PartitionText, ResultShardedOnContractingAxisIsReduceScatter) {
 )");
 }
 
+TEST(PartitionText, FsdpWeightIsGatheredNotTheActivations) {
+  ExpectChecks(R"(module @m {mesh_axes=[dp], mesh_shape=[2]} {
+  func @main {
+    %x = parameter() {index=0} : f32[8,6]{[dp], []}
+    %w = parameter() {index=1} : f32[6,4]{[dp], []}
+    %y = dot_general(%x, %w) {lhs_contracting=[1], rhs_contracting=[0]} : f32[8,4]{[dp], []}
+    return %y
+  }
+})",
+               R"(
+// CHECK: %x = parameter() {index=0} : f32[4,6]
+// CHECK: %w = parameter() {index=1} : f32[3,4]
+// CHECK-NEXT: [[W:%[0-9]+]] = all_gather(%w) {dim=0, groups=[[0, 1]]} : f32[6,4]
+// CHECK-NEXT: %y = dot_general(%x, [[W]]) {{.*}} : f32[4,4]
+// CHECK-NEXT: return %y
+)");
+}
+
 TEST(PartitionText, ReduceOverShardedDimOfUnevenSizeMasksAndAllReduces) {
   ExpectChecks(R"(module @m {mesh_axes=[x, y], mesh_shape=[2,2]} {
   func @main {
