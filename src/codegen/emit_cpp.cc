@@ -470,15 +470,22 @@ std::string ConstantText(const Value* v) {
 
 // True when input v of kernel k is read as a scalar at element 0 (not at the loop index).
 bool ScalarRead(const Value* v, const Kernel& k) {
-  return v->shape().NumElements() == 1 && k.num_elements != 1;
+  return v->shape().NumElements() == 1 && PrologueElements(k) != 1;
 }
 
 void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& options, std::string& s) {
   std::unordered_map<const Value*, int> input_index;
   for (size_t j = 0; j < k.inputs.size(); ++j) input_index[k.inputs[j]] = static_cast<int>(j);
   std::unordered_set<const Node*> members(k.nodes.begin(), k.nodes.end());
-  s += fmt::format("\n// {} nodes, {} inputs, {} outputs, {} elements\n", k.nodes.size(),
-                   k.inputs.size(), k.outputs.size(), k.num_elements);
+  if (k.reduce == nullptr)
+    s += fmt::format("\n// {} nodes, {} inputs, {} outputs, {} elements\n", k.nodes.size(), k.inputs.size(),
+                     k.outputs.size(), k.num_elements);
+  else
+    s += fmt::format("\n// {} {} reduction: {} prologue nodes, {} inputs, {} outputs, {} elements to {}\n",
+                     ir::EnumNames<ir::ReduceKind>::kNames[static_cast<size_t>(
+                         k.reduce->attrs_as<ir::ReduceAttrs>().kind)],
+                     k.column ? "column" : "row", k.nodes.size() - 1, k.inputs.size(), k.outputs.size(),
+                     PrologueElements(k), k.num_elements);
   s += fmt::format("extern \"C\" void {}(const void* const* in, void* const* out, int64_t begin, int64_t end) {{\n", name);
   for (size_t j = 0; j < k.inputs.size(); ++j) {
     const char* st = SType(k.inputs[j]->dtype());
@@ -488,11 +495,9 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
     const char* st = SType(k.outputs[j]->dtype());
     s += fmt::format("  {0}* out{1} = static_cast<{0}*>(out[{1}]);\n", st, j);
   }
-  // No __restrict: an output may alias an input read only at index i (emit_cpp.h). Every
-  // iteration reads all its inputs before it stores, and iterations are independent, so ivdep
-  // (no loop-carried dependence) lets GCC vectorise without runtime alias checks.
-  s += "#pragma GCC ivdep\n";
-  s += "  for (int64_t i = begin; i < end; ++i) {\n";
+  // The loop body at flat (prologue) index i, indented by `ind`.
+  std::string body;
+  const std::string ind = k.reduce == nullptr ? "    " : k.column ? "        " : "      ";
   std::unordered_map<const Value*, std::string> var;
   auto load = [&](const Value* v, const std::string& index) {
     if (InlinedConstant(v)) return ConstantText(v);
@@ -508,6 +513,7 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
   };
   int counter = 0;
   for (const Node* n : k.nodes) {
+    if (n == k.reduce) continue;
     const Value* r = n->result();
     std::string e;
     if (n->op() == OpKind::kBroadcastInDim) {
@@ -525,24 +531,75 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
       e = Expr(*n, a, options);
     }
     const std::string v = fmt::format("v{}", counter++);
-    s += fmt::format("    const {} {} = {};  // {}\n", CType(r->dtype()), v, e, n->name());
+    body += fmt::format("{}const {} {} = {};  // {}\n", ind, CType(r->dtype()), v, e, n->name());
     var[r] = v;
   }
-  for (size_t j = 0; j < k.outputs.size(); ++j) {
+  // Outputs written at i (a reduction kernel's outputs[0], its reduce, is written per output).
+  for (size_t j = k.reduce ? 1 : 0; j < k.outputs.size(); ++j) {
     const std::string& v = var.at(k.outputs[j]);
     if (k.outputs[j]->dtype() == DType::kBool)
-      s += fmt::format("    out{}[i] = static_cast<uint8_t>({});\n", j, v);
+      body += fmt::format("{}out{}[i] = static_cast<uint8_t>({});\n", ind, j, v);
     else
-      s += fmt::format("    out{}[i] = {};\n", j, v);
+      body += fmt::format("{}out{}[i] = {};\n", ind, j, v);
   }
-  s += "  }\n}\n";
+  if (k.reduce == nullptr) {
+    // No __restrict: an output may alias an input read only at index i (emit_cpp.h). Every
+    // iteration reads all its inputs before it stores, and iterations are independent, so ivdep
+    // (no loop-carried dependence) lets GCC vectorise without runtime alias checks.
+    s += "#pragma GCC ivdep\n";
+    s += "  for (int64_t i = begin; i < end; ++i) {\n" + body + "  }\n}\n";
+    return;
+  }
+  // A reduction: the interpreter's numerics (cpu_kernels_reduce.cc): accumulate in double from -0
+  // (sum) or -inf / +inf (max / min with ax_max / ax_min's NaN and signed-zero rules) over the
+  // output's inputs in row-major order, round once; an empty sum is +0. One accumulator per
+  // output, no reassociation.
+  const auto kind = k.reduce->attrs_as<ir::ReduceAttrs>().kind;
+  const std::string x = fmt::format("static_cast<double>({})", var.at(k.reduce->operand(0)));
+  const char* init = kind == ir::ReduceKind::kSum ? "-0.0" : kind == ir::ReduceKind::kMax ? "-__builtin_inf()"
+                                                                                           : "__builtin_inf()";
+  auto combine = [&](const std::string& acc) {
+    if (kind == ir::ReduceKind::kSum) return fmt::format("{0} = {0} + {1};", acc, x);
+    return fmt::format("{0} = {1}({0}, {2});", acc, kind == ir::ReduceKind::kMax ? "ax_max" : "ax_min", x);
+  };
+  const std::string T = CType(k.reduce->result()->dtype());
+  auto finish = [&](const std::string& acc) {
+    if (kind == ir::ReduceKind::kSum && k.reduced == 0) return T + "(0)";
+    return fmt::format("static_cast<{}>({})", T, acc);
+  };
+  const int64_t R = k.reduced;
+  if (!k.column) {
+    // Row reduction [A, R]: output o reads elements [o R, (o + 1) R).
+    s += "  for (int64_t o = begin; o < end; ++o) {\n";
+    s += fmt::format("    double acc = {};\n", init);
+    s += fmt::format("    for (int64_t r = 0; r < {}; ++r) {{\n", R);
+    s += fmt::format("      const int64_t i = o * {} + r;\n", R);
+    s += body;
+    s += "      " + combine("acc") + "\n    }\n";
+    s += "    out0[o] = " + finish("acc") + ";\n  }\n}\n";
+    return;
+  }
+  // Column reduction [R, B]: blocks of outputs, rows in order, vectorised across the block.
+  const int64_t B = k.num_elements;
+  s += "  double acc[512];\n";
+  s += "  for (int64_t b0 = begin; b0 < end; b0 += 512) {\n";
+  s += "    const int64_t n = end - b0 < 512 ? end - b0 : 512;\n";
+  s += fmt::format("    for (int64_t j = 0; j < n; ++j) acc[j] = {};\n", init);
+  s += fmt::format("    for (int64_t r = 0; r < {}; ++r) {{\n", R);
+  s += "#pragma GCC ivdep\n";
+  s += "      for (int64_t j = 0; j < n; ++j) {\n";
+  s += fmt::format("        const int64_t i = r * {} + b0 + j;\n", B);
+  s += body;
+  s += "        " + combine("acc[j]") + "\n      }\n    }\n";
+  s += "    for (int64_t j = 0; j < n; ++j) out0[b0 + j] = " + finish("acc[j]") + ";\n  }\n}\n";
 }
 
 }  // namespace
 
 std::vector<bool> InputsReadAtIndex(const Kernel& k) {
-  std::vector<bool> at_index(k.inputs.size(), k.fused);
-  if (!k.fused) return at_index;
+  // A reduction kernel reads its inputs at the operand index, not at the output index.
+  std::vector<bool> at_index(k.inputs.size(), k.fused && k.reduce == nullptr);
+  if (!k.fused || k.reduce != nullptr) return at_index;
   std::unordered_map<const Value*, size_t> input_index;
   for (size_t j = 0; j < k.inputs.size(); ++j) input_index[k.inputs[j]] = j;
   std::unordered_set<const Node*> members(k.nodes.begin(), k.nodes.end());

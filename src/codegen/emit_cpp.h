@@ -18,6 +18,14 @@
 // branch-free polynomial approximations from the generated prelude (ax_fexp, ...) that GCC
 // vectorises; their accuracy in ulp is in docs/compiler.md. f64 keeps the <cmath> functions.
 //
+// A reduction kernel (Kernel::reduce) has the same signature, but [begin, end) ranges over the
+// reduce's outputs: a row reduction loops, per output o, over its R operand elements i = o R + r
+// in order; a column reduction keeps a block of double accumulators and, for r in [0, R), adds
+// element i = r B + b to accumulator b (so each output still sees its inputs in row order). The
+// prologue is evaluated at i (extra outputs stored there); out[0] is the reduce's result,
+// accumulated in double exactly as the interpreter's reduce (one accumulator per output, no
+// reassociation), so results are bitwise equal to it in exact mode.
+//
 // Aliasing contract: kernel pointers are not __restrict; the loop carries `#pragma GCC ivdep`
 // and each iteration reads every input element it needs before storing any output. So
 // out[j] may equal in[k] when input k is read only at index i (not through a broadcast or as a
@@ -54,7 +62,7 @@ struct EmitOptions {
 // Per input of a fused kernel: true when every read of it inside the loop is at the flat index i
 // (not through a broadcast_in_dim, slice or transpose's computed index, not as a scalar at element 0 when
 // num_elements != 1). Such an input's buffer may be reused as an output of the same kernel.
-// All false for a non-fused kernel.
+// All false for a non-fused kernel and for a reduction kernel (it reads at the operand index).
 std::vector<bool> InputsReadAtIndex(const Kernel& k);
 
 EmittedModule EmitCpp(const std::vector<Kernel>& kernels, const EmitOptions& options = {});

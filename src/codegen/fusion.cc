@@ -30,7 +30,42 @@ bool IsDuplicable(const Node& n) {
   return n.operand(0)->shape().NumElements() < n.result()->shape().NumElements();
 }
 
+// A reduce a reduction kernel can compute: sum/max/min of f32/f64 whose reduced dims, with dims
+// of size 1 dropped (they do not change the row-major order), are the innermost block (a row
+// reduction) or the outermost block (a column reduction). Sets the reduced element count.
+bool ReductionView(const Node& n, int64_t* reduced, bool* column) {
+  if (n.op() != OpKind::kReduce || n.num_operands() != 1 || n.num_results() != 1) return false;
+  const auto& a = n.attrs_as<ir::ReduceAttrs>();
+  if (a.kind != ir::ReduceKind::kSum && a.kind != ir::ReduceKind::kMax && a.kind != ir::ReduceKind::kMin)
+    return false;
+  const DType t = n.result()->dtype();
+  if (!IsF(t) || n.operand(0)->dtype() != t) return false;
+  const std::vector<int64_t>& dims = n.operand(0)->shape().dims();
+  std::vector<bool> is_reduced(dims.size(), false);
+  for (int64_t d : a.dims) {
+    if (d < 0 || d >= static_cast<int64_t>(dims.size())) return false;
+    is_reduced[static_cast<size_t>(d)] = true;
+  }
+  // The non-trivial dims as a string of 'r' (reduced) and 'k' (kept).
+  std::string pattern;
+  int64_t r = 1;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (is_reduced[d]) r *= dims[d];
+    if (dims[d] != 1) pattern += is_reduced[d] ? 'r' : 'k';
+  }
+  const bool row = pattern.find("rk") == std::string::npos;  // k...k r...r
+  const bool col = pattern.find("kr") == std::string::npos;  // r...r k...k
+  if (!row && !col) return false;
+  *reduced = r;
+  *column = !row;
+  return true;
+}
+
 }  // namespace
+
+int64_t PrologueElements(const Kernel& k) {
+  return k.reduce != nullptr ? k.reduce->operand(0)->shape().NumElements() : k.num_elements;
+}
 
 bool IsIndexMap(const Node& n) { return n.op() == OpKind::kSlice || n.op() == OpKind::kTranspose; }
 
@@ -210,22 +245,58 @@ std::vector<Kernel> FuseFunction(const ir::Function& f) {
     }
     kernels.push_back(std::move(kern));
   }
-  return kernels;
+
+  // Reductions with a fused prologue (fusion.h): the fused group that produces a reduce's operand
+  // and the reduce become one kernel, at the group's place (the reduce's only input is the group's
+  // output, so every later user still comes after it). The group's other outputs stay outputs.
+  std::unordered_map<const Value*, size_t> producer;
+  for (size_t k = 0; k < kernels.size(); ++k)
+    if (kernels[k].fused)
+      for (const Value* v : kernels[k].outputs) producer[v] = k;
+  std::vector<bool> merged(kernels.size(), false);
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    if (kernels[k].fused) continue;
+    const Node* red = kernels[k].nodes[0];
+    int64_t reduced = 0;
+    bool column = false;
+    if (!ReductionView(*red, &reduced, &column)) continue;
+    const Value* x = red->operand(0);
+    auto it = producer.find(x);
+    if (it == producer.end()) continue;
+    Kernel& p = kernels[it->second];
+    if (p.reduce != nullptr || merged[it->second]) continue;
+    const std::set<const Node*> members(p.nodes.begin(), p.nodes.end());
+    const bool x_elsewhere =
+        is_result.count(x) > 0 ||
+        std::any_of(users[x].begin(), users[x].end(), [&](const Node* u) { return u != red && !members.count(u); });
+    std::vector<const Value*> outs = {red->result()};
+    for (const Value* v : p.outputs)
+      if (v != x || x_elsewhere) outs.push_back(v);
+    p.outputs = std::move(outs);
+    p.nodes.push_back(red);
+    p.reduce = red;
+    p.reduced = reduced;
+    p.column = column;
+    p.num_elements = red->result()->shape().NumElements();
+    merged[k] = true;
+  }
+  std::vector<Kernel> result;
+  for (size_t k = 0; k < kernels.size(); ++k)
+    if (!merged[k]) result.push_back(std::move(kernels[k]));
+  return result;
+}
+
+std::string DescribeKernel(const Kernel& k) {
+  if (!k.fused) return std::string(k.nodes[0]->name());
+  std::vector<std::string> names;
+  for (const Node* n : k.nodes)
+    if (n != k.reduce) names.emplace_back(n->name());
+  return fmt::format("{}{{{}}}[{}]", k.reduce ? "reduce" : "fused", fmt::join(names, ","), k.num_elements);
 }
 
 std::string DescribeKernels(const std::vector<Kernel>& kernels) {
   std::string s = fmt::format("{} kernels:", kernels.size());
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    const Kernel& k = kernels[i];
-    s += i ? ", " : " ";
-    if (!k.fused) {
-      s += k.nodes[0]->name();
-      continue;
-    }
-    std::vector<std::string> names;
-    for (const Node* n : k.nodes) names.emplace_back(n->name());
-    s += fmt::format("fused{{{}}}[{}]", fmt::join(names, ","), k.num_elements);
-  }
+  for (size_t i = 0; i < kernels.size(); ++i) s += (i ? ", " : " ") + DescribeKernel(kernels[i]);
   return s;
 }
 

@@ -13,6 +13,14 @@
 // elements is duplicated into every consumer group (each reads the operand at a mapped index) and
 // materialized only when a non-fused node or the function's results need it.
 //
+// Reductions with a fused prologue: a reduce (sum/max/min, f32/f64) whose reduced dims, once
+// dims of size 1 are dropped, are the innermost block (a row reduction, the operand viewed as
+// [A, R]) or the outermost block (a column reduction, [R, B]) and whose operand is an output of a
+// fused group becomes one kernel with that group (the prologue): the loop runs over the reduce's
+// outputs, and for each over its R inputs in row-major order, evaluating the prologue at the flat
+// operand index and accumulating in double as the interpreter does. The group's other outputs
+// (values also needed elsewhere) are written by the same kernel at the operand index.
+//
 // Every other node (dot_general, reduce, gather, ...; and elementwise ops on bf16/f16, integer
 // pow) is a kernel of its own that the runtime's per-node executor runs. Parameters and
 // constants are not kernels: they only bind buffers.
@@ -31,7 +39,13 @@ struct Kernel {
   std::vector<const ir::Node*> nodes;    // in the function's order
   std::vector<const ir::Value*> inputs;  // values read from outside, first use order
   std::vector<const ir::Value*> outputs; // values the kernel materializes
-  int64_t num_elements = 0;              // fused: the loop domain
+  int64_t num_elements = 0;              // fused: the loop domain (a reduction: its output count)
+  // A reduction kernel: the reduce node (last in `nodes`, its result outputs[0]); the others are
+  // its prologue. Its operand, `reduced` * num_elements elements, is viewed as [num_elements,
+  // reduced] (a row reduction) or, with `column`, as [reduced, num_elements].
+  const ir::Node* reduce = nullptr;
+  int64_t reduced = 0;
+  bool column = false;
 };
 
 // True for nodes a fused kernel can evaluate (op and dtypes).
@@ -45,7 +59,14 @@ bool IsIndexMap(const ir::Node& n);
 // output of an earlier kernel).
 std::vector<Kernel> FuseFunction(const ir::Function& f);
 
-// "3 kernels: fused{add,exp,broadcast_in_dim}[1024], reduce, fused{...}" (tests, docs, debug).
+// The elements one iteration range of the kernel's loop covers: num_elements, or for a reduction
+// kernel its operand's element count (the domain the prologue is evaluated over).
+int64_t PrologueElements(const Kernel& k);
+
+// "3 kernels: fused{add,exp,broadcast_in_dim}[1024], reduce, reduce{mul}[4]" (tests, docs,
+// debug); a reduction kernel lists its prologue and its output count.
 std::string DescribeKernels(const std::vector<Kernel>& kernels);
+// One kernel as DescribeKernels writes it.
+std::string DescribeKernel(const Kernel& k);
 
 }  // namespace axle::codegen

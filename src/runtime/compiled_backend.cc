@@ -5,7 +5,8 @@
 // translation unit for the fused kernels (codegen/emit_cpp.h), compile and dlopen it, going
 // through the disk cache (codegen/jit.h). Execute: the cpu backend's planned executor
 // (cpu_executor.h) runs the plan: a fused kernel calls its generated loop (split over the
-// thread pool at kParallelElements elements and more), any other node runs the cpu executor's
+// thread pool at kParallelElements elements and more; a reduction kernel's outputs in chunks of
+// about kParallelElements operand elements), any other node runs the cpu executor's
 // fast kernel for that node or the interpreter's, with the same liveness-based buffer reuse,
 // in-place updates (a fused output takes the storage of a dying input read at the loop index)
 // and donation of arguments.
@@ -93,12 +94,11 @@ std::unique_ptr<Executable> CompileModule(const ir::Module& module, DiskCache* c
     g.is_copy = kern.inputs.size() == 1 && kern.outputs.size() == 1 &&
                 std::all_of(kern.nodes.begin(), kern.nodes.end(),
                             [](const Node* n) { return n->op() == OpKind::kReshape; });
-    if (profile::Enabled()) {
-      std::vector<std::string> names;
-      for (const Node* n : kern.nodes) names.emplace_back(n->name());
-      g.label = fmt::format("fused{{{}}}[{}] {}", fmt::join(names, ","), kern.num_elements,
-                            DTypeName(kern.outputs[0]->dtype()));
-    }
+    // A reduction kernel's element (one output) is a loop over `reduced` operand elements.
+    if (kern.reduce != nullptr)
+      g.min_chunk = std::max<int64_t>(1, kParallelElements / std::max<int64_t>(kern.reduced, 1));
+    if (profile::Enabled())
+      g.label = fmt::format("{} {}", codegen::DescribeKernel(kern), DTypeName(kern.outputs[0]->dtype()));
     items.push_back({nullptr, static_cast<int>(generated.size())});
     generated.push_back(std::move(g));
   }

@@ -349,8 +349,9 @@ void CpuExecutable::RunGenerated(RunState& rs, const Step& st, std::vector<SlotS
   const GeneratedKernel::Fn fn = g.fn;
   const void* const* pin = in.data();
   void* const* pout = out.data();
-  if (g.elements >= kParallelElements) {
-    ThreadPool::Global().ParallelFor(g.elements, kParallelElements, [&](int64_t b, int64_t e) { fn(pin, pout, b, e); });
+  const int64_t chunk = g.min_chunk > 0 ? g.min_chunk : kParallelElements;
+  if (g.elements >= chunk && g.elements > 1) {
+    ThreadPool::Global().ParallelFor(g.elements, chunk, [&](int64_t b, int64_t e) { fn(pin, pout, b, e); });
   } else if (g.elements > 0) {
     fn(pin, pout, 0, g.elements);
   }

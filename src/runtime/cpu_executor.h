@@ -27,6 +27,9 @@ struct GeneratedKernel {
   // The kernel only copies its one input to its one output (a group of reshapes): when the output
   // takes the input's storage, the call is skipped.
   bool is_copy = false;
+  // The fewest elements a thread gets when the loop is split (0: kParallelElements); a reduction
+  // kernel, whose elements are outputs that each loop over many inputs, sets fewer.
+  int64_t min_chunk = 0;
   const ir::Node* first = nullptr;  // for error messages
   std::string label;                // AXLE_PROFILE
 };

@@ -70,6 +70,12 @@ int CountFused(const std::vector<codegen::Kernel>& ks) {
   for (const auto& k : ks) n += k.fused;
   return n;
 }
+// Fused kernels that are reductions with a prologue (a loop over outputs, not over i).
+int CountReductions(const std::vector<codegen::Kernel>& ks) {
+  int n = 0;
+  for (const auto& k : ks) n += k.reduce != nullptr;
+  return n;
+}
 
 // A scoped temporary directory.
 struct TempDir {
@@ -155,20 +161,76 @@ TEST(FusionTest, LayerNormIsReducesPlusFusedElementwise) {
   ir::Module m("layer_norm");
   BuildLayerNorm(m, 4, 8);
   auto ks = FuseOptimized(m);
-  int reduces = 0;
-  for (const auto& k : ks) reduces += !k.fused && k.nodes[0]->op() == OpKind::kReduce;
-  EXPECT_EQ(reduces, 2) << codegen::DescribeKernels(ks);
-  // Over the full [4, 8] domain: {sub, mul} (x - mean, feeding the variance's reduce and the
-  // output) and the normalize/scale/shift epilogue. Over [4]: the mean and the rsqrt.
+  // The mean's reduce reads x (a parameter: no prologue) and runs on its own; x - mean and its
+  // square are the prologue of the variance's reduce, which also writes x - mean for the
+  // normalize/scale/shift epilogue. Over [4]: the mean and the rsqrt.
+  ASSERT_EQ(ks.size(), 5u) << codegen::DescribeKernels(ks);
+  EXPECT_FALSE(ks[0].fused);
+  EXPECT_EQ(ks[0].nodes[0]->op(), OpKind::kReduce);
+  ASSERT_EQ(CountReductions(ks), 1) << codegen::DescribeKernels(ks);
+  const codegen::Kernel& red = ks[2];
+  ASSERT_NE(red.reduce, nullptr) << codegen::DescribeKernels(ks);
+  EXPECT_EQ(red.num_elements, 4);
+  EXPECT_EQ(red.reduced, 8);
+  EXPECT_FALSE(red.column);
+  EXPECT_EQ(red.nodes.back(), red.reduce);
+  ASSERT_EQ(red.outputs.size(), 2u);  // the variance's sum, then x - mean
+  EXPECT_EQ(red.outputs[0], red.reduce->result());
+  EXPECT_EQ(red.outputs[1]->shape().NumElements(), 32);
+  EXPECT_EQ(codegen::InputsReadAtIndex(red), std::vector<bool>(red.inputs.size(), false));
   int full = 0, rows = 0;
   for (const auto& k : ks) {
-    if (!k.fused) continue;
+    if (!k.fused || k.reduce) continue;
     full += k.num_elements == 32;
     rows += k.num_elements == 4;
   }
-  EXPECT_EQ(full, 2) << codegen::DescribeKernels(ks);
+  EXPECT_EQ(full, 1) << codegen::DescribeKernels(ks);
   EXPECT_EQ(rows, 2) << codegen::DescribeKernels(ks);
-  EXPECT_EQ(ks.size(), 6u) << codegen::DescribeKernels(ks);
+}
+
+// Which reduces take a prologue: row (innermost block) and column (outermost block) reductions,
+// dims of size 1 ignored; a middle block or an operand that is a parameter stays a reduce node.
+TEST(FusionTest, ReductionPrologueShapes) {
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> dims;
+    bool fused;
+    bool column;
+    int64_t reduced;
+  };
+  const std::vector<Case> cases = {
+      {Shape{4, 8}, {1}, true, false, 8},        {Shape{4, 8}, {0}, true, true, 4},
+      {Shape{4, 8}, {0, 1}, true, false, 32},    {Shape{2, 3, 5}, {1, 2}, true, false, 15},
+      {Shape{2, 3, 5}, {0, 1}, true, true, 6},   {Shape{2, 3, 5}, {1}, false, false, 0},
+      {Shape{4, 1, 8}, {0, 1}, true, true, 4},   {Shape{1, 4, 8}, {0, 2}, true, false, 8},
+      {Shape{2, 3, 5}, {0, 2}, false, false, 0},
+  };
+  for (const Case& c : cases) {
+    ir::Module m("r");
+    Builder b(m.AddFunction("main"));
+    Value* x = b.Parameter(0, F32(c.shape), "x");
+    b.Return({b.Reduce(b.Unary(OpKind::kExp, x), ReduceKind::kSum, c.dims)});
+    auto ks = codegen::FuseFunction(*m.entry());
+    const std::string what = c.shape.ToString() + " " + codegen::DescribeKernels(ks);
+    if (!c.fused) {
+      EXPECT_EQ(ks.size(), 2u) << what;
+      EXPECT_EQ(CountReductions(ks), 0) << what;
+      continue;
+    }
+    ASSERT_EQ(ks.size(), 1u) << what;
+    ASSERT_NE(ks[0].reduce, nullptr) << what;
+    EXPECT_EQ(ks[0].column, c.column) << what;
+    EXPECT_EQ(ks[0].reduced, c.reduced) << what;
+    EXPECT_EQ(ks[0].num_elements, c.shape.NumElements() / c.reduced) << what;
+    EXPECT_EQ(codegen::DescribeKernels(ks), fmt::format("1 kernels: reduce{{exp}}[{}]", ks[0].num_elements));
+  }
+  // No elementwise producer: the executor's reduce kernel.
+  ir::Module m("plain");
+  Builder b(m.AddFunction("main"));
+  b.Return({b.Reduce(b.Parameter(0, F32({4, 8}), "x"), ReduceKind::kSum, {1})});
+  auto ks = codegen::FuseFunction(*m.entry());
+  ASSERT_EQ(ks.size(), 1u);
+  EXPECT_FALSE(ks[0].fused);
 }
 
 TEST(FusionTest, MlpIsDotsPlusFusedEpilogues) {
@@ -198,10 +260,14 @@ TEST(FusionTest, SharedProducerIsMaterialized) {
   Value* s = b.Reduce(e, ReduceKind::kSum, {0});
   b.Return({b.Unary(OpKind::kLog, e), s});
   auto ks = FuseOptimized(m);
-  // exp is used by a fused log and by reduce: materialized by its own kernel.
-  ASSERT_EQ(ks.size(), 3u) << codegen::DescribeKernels(ks);
-  EXPECT_TRUE(ks[0].fused);
-  EXPECT_EQ(ks[0].nodes.size(), 1u);
+  // exp is used by a fused log and by reduce: it is the reduce's prologue and an extra output of
+  // that kernel (written at the operand index), which the log's kernel reads.
+  ASSERT_EQ(ks.size(), 2u) << codegen::DescribeKernels(ks);
+  EXPECT_EQ(codegen::DescribeKernels(ks), "2 kernels: reduce{exp}[1], fused{log}[16]");
+  ASSERT_NE(ks[0].reduce, nullptr);
+  ASSERT_EQ(ks[0].outputs.size(), 2u);
+  EXPECT_EQ(ks[0].outputs[1], e);
+  EXPECT_EQ(ks[1].inputs, std::vector<const Value*>{e});
 }
 
 TEST(EmitTest, OneLoopPerFusedKernel) {
@@ -213,7 +279,12 @@ TEST(EmitTest, OneLoopPerFusedKernel) {
   for (size_t p = em.source.find("for (int64_t i = begin"); p != std::string::npos;
        p = em.source.find("for (int64_t i = begin", p + 1))
     ++loops;
-  EXPECT_EQ(loops, static_cast<size_t>(CountFused(ks))) << em.source;
+  EXPECT_EQ(loops, static_cast<size_t>(CountFused(ks) - CountReductions(ks))) << em.source;
+  size_t reductions = 0;
+  for (size_t p = em.source.find("for (int64_t o = begin"); p != std::string::npos;
+       p = em.source.find("for (int64_t o = begin", p + 1))
+    ++reductions;
+  EXPECT_EQ(reductions, static_cast<size_t>(CountReductions(ks))) << em.source;
   EXPECT_EQ(em.source.find("#include <vector>"), std::string::npos);
   EXPECT_NE(em.source.find("#include <cmath>"), std::string::npos);
   EXPECT_NE(em.source.find("extern \"C\" void k"), std::string::npos);
@@ -260,7 +331,7 @@ TEST(EmitTest, IvdepLoopsWithoutRestrict) {
   for (size_t p = src.find("#pragma GCC ivdep\n  for (int64_t i = begin"); p != std::string::npos;
        p = src.find("#pragma GCC ivdep\n  for (int64_t i = begin", p + 1))
     ++ivdep;
-  EXPECT_EQ(ivdep, static_cast<size_t>(CountFused(ks))) << src;
+  EXPECT_EQ(ivdep, static_cast<size_t>(CountFused(ks) - CountReductions(ks))) << src;
 }
 
 TEST(EmitTest, InputsReadAtIndex) {
@@ -333,6 +404,83 @@ TEST(CompiledBackendTest, GeluAndLayerNormBitwiseEqual) {
     BuildLayerNorm(m, 16, 32);
     ExpectSame(m, {RandomLiteral(DType::kF32, {16, 32}, 2), RandomLiteral(DType::kF32, {32}, 3),
                    RandomLiteral(DType::kF32, {32}, 4)}, "layer_norm");
+  }
+}
+
+// Reductions with a prologue against the interpreter, bit for bit (exact math): row and column
+// reductions of f32 and f64, sum/max/min, an extra output, shapes with dims of size 1, and sizes
+// that split the outputs over threads and the column accumulators over several blocks of 512.
+TEST(CompiledBackendTest, ReductionWithProloguesBitwiseEqual) {
+  struct Case {
+    DType t;
+    Shape shape;
+    std::vector<int64_t> dims;
+    ReduceKind kind;
+  };
+  const std::vector<Case> cases = {
+      {DType::kF32, Shape{300, 200}, {1}, ReduceKind::kSum},
+      {DType::kF32, Shape{300, 700}, {0}, ReduceKind::kSum},
+      {DType::kF64, Shape{64, 96}, {1}, ReduceKind::kSum},
+      {DType::kF64, Shape{64, 96}, {0}, ReduceKind::kSum},
+      {DType::kF32, Shape{7, 5, 33}, {1, 2}, ReduceKind::kMax},
+      {DType::kF32, Shape{7, 5, 33}, {0, 1}, ReduceKind::kMin},
+      {DType::kF32, Shape{6, 1, 9}, {0, 1}, ReduceKind::kSum},
+      {DType::kF32, Shape{6, 9}, {0, 1}, ReduceKind::kSum},
+      {DType::kF32, Shape{2000, 20}, {1}, ReduceKind::kMax},
+  };
+  int n = 0;
+  for (const Case& c : cases) {
+    ir::Module m("reduce_prologue");
+    Builder b(m.AddFunction("main"));
+    Value* x = b.Parameter(0, TensorType(c.t, c.shape), "x");
+    Value* y = b.Parameter(1, TensorType(c.t, c.shape), "y");
+    Value* e = b.Mul(b.Unary(OpKind::kExp, x), b.Sub(y, x));
+    Value* r = b.Reduce(e, c.kind, c.dims);
+    // The second half also returns the prologue's value (an extra output of the same kernel).
+    std::vector<Value*> results = {r};
+    if (n % 2 == 1) results.push_back(b.Unary(OpKind::kTanh, e));
+    b.Return(results);
+    const std::string what =
+        fmt::format("case {}: {} {}", n++, c.shape.ToString(), codegen::DescribeKernels(FuseOptimized(*m.Clone())));
+    EXPECT_EQ(CountReductions(FuseOptimized(*m.Clone())), 1) << what;
+    ExpectSame(m, {RandomLiteral(c.t, c.shape, 20 + n), RandomLiteral(c.t, c.shape, 40 + n)}, what);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Empty reductions (sum: +0, max: -inf, min: +inf) and the max/min rules: a NaN wins, +0 beats
+// -0 for max and -0 beats +0 for min, in rows and in columns.
+TEST(CompiledBackendTest, ReductionWithPrologueEdgeCases) {
+  for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMax, ReduceKind::kMin}) {
+    for (int64_t dim : {0, 1}) {
+      ir::Module m("empty");
+      Builder b(m.AddFunction("main"));
+      const Shape s = dim == 1 ? Shape{4, 0} : Shape{0, 5};
+      Value* x = b.Parameter(0, F32(s), "x");
+      b.Return({b.Reduce(b.Unary(OpKind::kNeg, x), kind, {dim})});
+      ExpectSame(m, {Literal::FromVector<float>(DType::kF32, s, {})}, fmt::format("empty dim {}", dim));
+    }
+  }
+  const float nan = std::nanf(""), inf = INFINITY;
+  // Rows of 4: NaN first / last, zeros of both signs in both orders, infinities.
+  const std::vector<float> v = {nan, 1.f,  -0.f, 2.f,  3.f,  -0.f, 0.f,  nan,  0.f, -0.f, 0.f,  -0.f,
+                                -0.f, 0.f, -0.f, 0.f,  inf,  -inf, 1.f, 2.f,  -inf, -inf, -inf, -inf};
+  for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMax, ReduceKind::kMin}) {
+    for (int64_t dim : {0, 1}) {
+      // x * ones keeps NaN, -0 and inf (ones is a parameter: no pass can drop the multiply).
+      for (const Shape& s : {Shape{6, 4}, Shape{4, 6}}) {
+        ir::Module m("signed_zeros");
+        Builder b(m.AddFunction("main"));
+        Value* x = b.Parameter(0, F32(s), "x");
+        Value* ones = b.Parameter(1, F32(s), "ones");
+        b.Return({b.Reduce(b.Mul(x, ones), kind, {dim})});
+        const std::string what = fmt::format("{} dim {}: {}", s.ToString(), dim,
+                                             codegen::DescribeKernels(FuseOptimized(*m.Clone())));
+        ASSERT_EQ(CountReductions(FuseOptimized(*m.Clone())), 1) << what;
+        ExpectSame(m, {Literal::FromVector<float>(DType::kF32, s, v),
+                       Literal::FromVector<float>(DType::kF32, s, std::vector<float>(24, 1.f))}, what);
+      }
+    }
   }
 }
 
@@ -517,8 +665,9 @@ TEST(FusionTest, LayerNormBackwardExampleIsCurrent) {
   EXPECT_EQ(file.str(), text) << "docs/examples/layer_norm_backward.axir is stale: rerun with AXLE_UPDATE_EXAMPLES=1";
   // The counts docs/compiler.md shows.
   std::vector<codegen::Kernel> ks = FuseOptimized(*m);
-  EXPECT_EQ(ks.size(), 18u) << codegen::DescribeKernels(ks);
+  EXPECT_EQ(ks.size(), 13u) << codegen::DescribeKernels(ks);
   EXPECT_EQ(CountFused(ks), 11) << codegen::DescribeKernels(ks);
+  EXPECT_EQ(CountReductions(ks), 5) << codegen::DescribeKernels(ks);
 }
 
 TEST(CompiledBackendTest, MlpTrainingStepMatchesTheInterpreter) {
