@@ -497,7 +497,7 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
   }
   // The loop body at flat (prologue) index i, indented by `ind`.
   std::string body;
-  const std::string ind = k.reduce == nullptr ? "    " : k.column ? "        " : "      ";
+  const std::string ind = k.reduce == nullptr ? "    " : "        ";
   std::unordered_map<const Value*, std::string> var;
   auto load = [&](const Value* v, const std::string& index) {
     if (InlinedConstant(v)) return ConstantText(v);
@@ -555,10 +555,11 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
   // output's inputs in row-major order, round once; an empty sum is +0. One accumulator per
   // output, no reassociation.
   const auto kind = k.reduce->attrs_as<ir::ReduceAttrs>().kind;
-  const std::string x = fmt::format("static_cast<double>({})", var.at(k.reduce->operand(0)));
+  const std::string xv = var.at(k.reduce->operand(0));
   const char* init = kind == ir::ReduceKind::kSum ? "-0.0" : kind == ir::ReduceKind::kMax ? "-__builtin_inf()"
                                                                                            : "__builtin_inf()";
-  auto combine = [&](const std::string& acc) {
+  auto combine = [&](const std::string& acc, const std::string& v) {
+    const std::string x = fmt::format("static_cast<double>({})", v);
     if (kind == ir::ReduceKind::kSum) return fmt::format("{0} = {0} + {1};", acc, x);
     return fmt::format("{0} = {1}({0}, {2});", acc, kind == ir::ReduceKind::kMax ? "ax_max" : "ax_min", x);
   };
@@ -569,13 +570,21 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
   };
   const int64_t R = k.reduced;
   if (!k.column) {
-    // Row reduction [A, R]: output o reads elements [o R, (o + 1) R).
+    // Row reduction [A, R]: output o reads elements [o R, (o + 1) R), in strips of 256: the
+    // prologue of a strip (independent elements: vectorised) into a local buffer, then the strip
+    // accumulated in order.
+    s += fmt::format("  {} buf[256];\n", CType(k.reduce->operand(0)->dtype()));
     s += "  for (int64_t o = begin; o < end; ++o) {\n";
     s += fmt::format("    double acc = {};\n", init);
-    s += fmt::format("    for (int64_t r = 0; r < {}; ++r) {{\n", R);
-    s += fmt::format("      const int64_t i = o * {} + r;\n", R);
+    s += fmt::format("    for (int64_t r0 = 0; r0 < {}; r0 += 256) {{\n", R);
+    s += fmt::format("      const int64_t m = {} - r0 < 256 ? {} - r0 : 256;\n", R, R);
+    s += "#pragma GCC ivdep\n";
+    s += "      for (int64_t r = 0; r < m; ++r) {\n";
+    s += fmt::format("        const int64_t i = o * {} + r0 + r;\n", R);
     s += body;
-    s += "      " + combine("acc") + "\n    }\n";
+    s += fmt::format("        buf[r] = {};\n", xv);
+    s += "      }\n";
+    s += "      for (int64_t r = 0; r < m; ++r) " + combine("acc", "buf[r]") + "\n    }\n";
     s += "    out0[o] = " + finish("acc") + ";\n  }\n}\n";
     return;
   }
@@ -590,7 +599,7 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
   s += "      for (int64_t j = 0; j < n; ++j) {\n";
   s += fmt::format("        const int64_t i = r * {} + b0 + j;\n", B);
   s += body;
-  s += "        " + combine("acc[j]") + "\n      }\n    }\n";
+  s += "        " + combine("acc[j]", xv) + "\n      }\n    }\n";
   s += "    for (int64_t j = 0; j < n; ++j) out0[b0 + j] = " + finish("acc[j]") + ";\n  }\n}\n";
 }
 

@@ -20,11 +20,12 @@
 //
 // A reduction kernel (Kernel::reduce) has the same signature, but [begin, end) ranges over the
 // reduce's outputs: a row reduction loops, per output o, over its R operand elements i = o R + r
-// in order; a column reduction keeps a block of double accumulators and, for r in [0, R), adds
-// element i = r B + b to accumulator b (so each output still sees its inputs in row order). The
-// prologue is evaluated at i (extra outputs stored there); out[0] is the reduce's result,
-// accumulated in double exactly as the interpreter's reduce (one accumulator per output, no
-// reassociation), so results are bitwise equal to it in exact mode.
+// in strips of 256 (the strip's prologue into a local buffer, a loop that vectorises, then the
+// buffer accumulated in order); a column reduction keeps a block of double accumulators and, for
+// r in [0, R), adds element i = r B + b to accumulator b (so each output still sees its inputs in
+// row order). The prologue is evaluated at i (extra outputs stored there); out[0] is the
+// reduce's result, accumulated in double exactly as the interpreter's reduce (one accumulator per
+// output, no reassociation), so results are bitwise equal to it in exact mode.
 //
 // Aliasing contract: kernel pointers are not __restrict; the loop carries `#pragma GCC ivdep`
 // and each iteration reads every input element it needs before storing any output. So
