@@ -90,9 +90,9 @@ ir::Sharding sharding_of(const Tensor& t);
 // A text table of which devices hold which block of `t` (rank 0-2; higher ranks list blocks),
 // like jax.debug.visualize_array_sharding:
 //   f32[8,4] {[fsdp], [tp]} on mesh [fsdp=2, tp=2]
-//             cols 0-1   cols 2-3
-//   rows 0-3  device 0   device 1
-//   rows 4-7  device 2   device 3
+//             cols 0-1  cols 2-3
+//   rows 0-3  device 0  device 1
+//   rows 4-7  device 2  device 3
 std::string visualize_sharding(const Tensor& t);
 
 }  // namespace axle::spmd
