@@ -11,68 +11,27 @@
 //   build/axle opt --passes=... tests/spmd/FILE.axir
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <string>
 
-#include "core/error.h"
-#include "ir/parser.h"
-#include "ir/printer.h"
-#include "passes/pass.h"
 #include "spmd/passes.h"
-#include "testing/filecheck.h"
+#include "testing/text_test.h"
 
 namespace axle {
 namespace {
 
-namespace fs = std::filesystem;
-
-std::vector<std::string> SpmdTestFiles() {
-  std::vector<std::string> files;
-  for (const auto& e : fs::recursive_directory_iterator(fs::path(AXLE_SOURCE_DIR) / "tests" / "spmd"))
-    if (e.is_regular_file() && e.path().extension() == ".axir") files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
-// The passes named on the `// RUN: --passes=a,b` line.
-std::vector<std::string> RunLinePasses(const std::string& text, const std::string& file) {
-  const std::string key = "// RUN: --passes=";
-  size_t at = text.find(key);
-  if (at == std::string::npos) Fail("{}: no '{}' line", file, key);
-  size_t end = text.find('\n', at);
-  std::string list = text.substr(at + key.size(), end - at - key.size());
-  std::vector<std::string> passes;
-  std::stringstream ss(list);
-  for (std::string p; std::getline(ss, p, ',');)
-    if (!p.empty()) passes.push_back(p);
-  return passes;
-}
+const std::string kDir = std::string(AXLE_SOURCE_DIR) + "/tests/spmd";
 
 class SpmdTextTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SpmdTextTest, MatchesChecks) {
   spmd::RegisterPasses();
-  const std::string& file = GetParam();
-  std::ifstream in(file);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  const std::string text = buf.str();
-  std::unique_ptr<ir::Module> m = ir::ParseModule(text, file);
-  passes::RunPasses(*m, RunLinePasses(text, file));
-  const std::string printed = ir::PrintModule(*m);
-  testing::FileCheckResult r = testing::FileCheck(printed, text);
-  EXPECT_TRUE(r.ok) << file << ":\n" << r.message << "\n--- printed module:\n" << printed;
+  const testing::FileCheckResult r = testing::RunTextTest(GetParam());
+  EXPECT_TRUE(r.ok) << GetParam() << ":\n" << r.message;
 }
 
-INSTANTIATE_TEST_SUITE_P(Files, SpmdTextTest, ::testing::ValuesIn(SpmdTestFiles()),
+INSTANTIATE_TEST_SUITE_P(Files, SpmdTextTest, ::testing::ValuesIn(testing::TextTestFiles(kDir, true)),
                          [](const ::testing::TestParamInfo<std::string>& info) {
-                           fs::path rel = fs::relative(info.param, fs::path(AXLE_SOURCE_DIR) / "tests" / "spmd");
-                           std::string name = rel.replace_extension().string();
-                           for (char& c : name)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return name;
+                           return testing::TextTestName(info.param, kDir);
                          });
 
 }  // namespace
