@@ -139,17 +139,15 @@ class Propagator {
   }
 
   PropagationReport Run() {
-    // Each sweep that changes something adds at least one axis to some value; the bound is a
-    // safety net.
-    const size_t max_sweeps = 2 * (f_.nodes().size() + 2) * (mesh_.axis_names().size() + 1);
-    bool changed = true;
-    while (changed && static_cast<size_t>(report_.sweeps) < max_sweeps) {
-      changed = false;
-      for (const auto& n : f_.nodes()) changed |= Visit(*n);
-      ++report_.sweeps;
-      for (auto it = f_.nodes().rbegin(); it != f_.nodes().rend(); ++it) changed |= Visit(**it);
-      ++report_.sweeps;
-      report_.changed |= changed;
+    // Two phases, as GSPMD's propagation priorities: first without the forward proposals of
+    // broadcasts that add elements, so a broadcast result takes its users' layout (a bias
+    // broadcast over a batch-split activation is split on the batch, and the partitioner gathers
+    // the small bias) rather than the small operand's (which would split the broadcast on the
+    // feature dim and move the whole activation-sized value); then with every proposal, for the
+    // values the first phase left open.
+    for (defer_broadcasts_ = true;; defer_broadcasts_ = false) {
+      Sweep();
+      if (!defer_broadcasts_) break;
     }
     FinalizePartials();
     for (const auto& n : f_.nodes())
@@ -173,11 +171,32 @@ class Propagator {
     return out;
   }
 
+  // Alternating forward and backward sweeps until nothing changes. Each sweep that changes
+  // something adds at least one axis to some value; the bound is a safety net.
+  void Sweep() {
+    const size_t max_sweeps = 2 * (f_.nodes().size() + 2) * (mesh_.axis_names().size() + 1);
+    bool changed = true;
+    for (size_t sweeps = 0; changed && sweeps < max_sweeps; sweeps += 2) {
+      changed = false;
+      for (const auto& n : f_.nodes()) changed |= Visit(*n);
+      ++report_.sweeps;
+      for (auto it = f_.nodes().rbegin(); it != f_.nodes().rend(); ++it) changed |= Visit(**it);
+      ++report_.sweeps;
+      report_.changed |= changed;
+    }
+  }
+
+  static bool ExpandingBroadcast(const Node& n) {
+    return n.op() == ir::OpKind::kBroadcastInDim &&
+           n.operand(0)->type().NumElements() < n.result()->type().NumElements();
+  }
+
   std::vector<Candidate> Candidates(const Node& n, Value* v) {
     std::vector<Candidate> out;
     const ShardingRule* rule = GetShardingRule(n.op());
     std::vector<MaybeSharding> ops = OperandShardings(n);
-    for (Proposal& p : rule->forward(n, ops, mesh_)) {
+    const bool deferred = defer_broadcasts_ && ExpandingBroadcast(n);
+    for (Proposal& p : deferred ? std::vector<Proposal>{} : rule->forward(n, ops, mesh_)) {
       if (p.target != v->index() || !HasAxes(p.sharding)) continue;
       const Value* from = n.operand(p.source);
       out.push_back({std::move(p.sharding), from->type().ByteSize(), true, &n, p.source});
@@ -299,6 +318,7 @@ class Propagator {
   std::unordered_map<const Value*, std::vector<std::pair<Node*, int>>> users_;
   std::unordered_set<const Value*> fixed_;
   PropagationReport report_;
+  bool defer_broadcasts_ = false;
 };
 
 }  // namespace

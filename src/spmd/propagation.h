@@ -11,7 +11,9 @@
 //
 // Annotations present in the input are hard constraints: they are checked, then never changed.
 // Every other value of the entry function is filled by alternating forward and backward sweeps
-// over the nodes, applying the per-op rules of sharding_rules.h, until nothing changes. A value
+// over the nodes, applying the per-op rules of sharding_rules.h, until nothing changes -- first
+// without the forward proposals of broadcasts that add elements, then with them (a broadcast
+// follows its users before its small operand). A value
 // only ever gains axes (a sweep refines, never reassigns), so the sweeps end. Parameters keep
 // their annotation or are replicated; values nothing reaches end replicated. When the proposals
 // for one value conflict, the one with the lowest cost wins: the bytes of the tensors that would

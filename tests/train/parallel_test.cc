@@ -6,11 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "axle/nn.h"
 #include "core/flags.h"
+#include "ir/parser.h"
+#include "ir/printer.h"
 #include "train/trainer.h"
 
 namespace axle::train {
@@ -88,6 +93,54 @@ TEST_F(ParallelTrainTest, FsdpShardsEveryParameterAndItsOptimizerState) {
   EXPECT_GT(j["collectives"].get<int64_t>(), 0);
   EXPECT_GT(j["all_gather_bytes"].get<int64_t>(), 0);
   EXPECT_EQ(j1["collectives"].get<int64_t>(), 0);
+}
+
+// The partitioned FSDP step (AXLE_DUMP_DIR's .partitioned.axir): every model parameter is
+// all-gathered once (the tied LM head gathers wte's transpose once more), no activation is moved
+// by all_to_all, and each transformer-layer parameter's gradient is reduce-scattered.
+TEST_F(ParallelTrainTest, FsdpGathersEachParameterOnceAndReduceScattersGradients) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "fsdp_dump";
+  fs::remove_all(dir);
+  flags::set_dump_dir(dir.string());
+  std::ostringstream out;
+  TrainOptions o = Tiny(8, "fsdp=8");
+  o.steps = 1;
+  o.batch = 16;  // a step no other test compiled: the in-memory cache would skip the dump
+  Train(o, out);
+  flags::set_dump_dir("");
+  std::string file;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().string().ends_with(".partitioned.axir")) file = e.path().string();
+  ASSERT_FALSE(file.empty()) << "no partitioned step in " << dir;
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::unique_ptr<ir::Module> m = ir::ParseModule(text.str(), file);
+
+  nn::GPT2 model(nn::GPT2Config::Preset("tiny"), 0);
+  const int64_t num_params = static_cast<int64_t>(model.named_parameters().size());
+  const int64_t layer_params = num_params - 4;  // wte, wpe, ln_f.weight, ln_f.bias
+  std::map<const ir::Node*, int> gathers;      // f32 parameter -> all_gathers of it or its transpose
+  int reduce_scatters = 0, all_to_alls = 0;
+  for (const auto& n : m->entry()->nodes()) {
+    if (n->op() == ir::OpKind::kAllToAll) ++all_to_alls;
+    if (n->op() == ir::OpKind::kReduceScatter) ++reduce_scatters;
+    if (n->op() != ir::OpKind::kAllGather) continue;
+    const ir::Node* src = n->operand(0)->node();
+    if (src->op() == ir::OpKind::kTranspose) src = src->operand(0)->node();
+    if (src->op() == ir::OpKind::kParameter && src->result()->dtype() == DType::kF32) ++gathers[src];
+  }
+  EXPECT_EQ(all_to_alls, 0);
+  EXPECT_EQ(static_cast<int64_t>(gathers.size()), num_params);
+  int twice = 0;
+  for (const auto& [p, count] : gathers) {
+    EXPECT_LE(count, 2) << ir::PrintNode(*p);
+    twice += count == 2;
+  }
+  EXPECT_EQ(twice, 1);  // wte: the embedding lookup and the tied head
+  EXPECT_GE(reduce_scatters, layer_params);
+  EXPECT_LE(reduce_scatters, num_params);
 }
 
 TEST_F(ParallelTrainTest, BadMeshesAreClearErrors) {
