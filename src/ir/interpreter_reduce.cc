@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "ir/interpreter_internal.h"
+#include "ir/shape_inference.h"
 
 namespace axle::ir::interp {
 
@@ -206,17 +207,6 @@ std::vector<Literal> SortKernel(const Node& node, Operands ops, const ReplicaCon
   return out;
 }
 
-// The dims of a dot_general operand that are neither batch nor contracting, in order.
-std::vector<int64_t> FreeDims(int64_t rank, const std::vector<int64_t>& batch,
-                              const std::vector<int64_t>& contracting) {
-  std::vector<int64_t> free;
-  for (int64_t d = 0; d < rank; ++d)
-    if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
-        std::find(contracting.begin(), contracting.end(), d) == contracting.end())
-      free.push_back(d);
-  return free;
-}
-
 // result[batch, lhs free, rhs free] = sum over contracting of lhs * rhs; floats accumulate the
 // products in double and round once, integers wrap.
 std::vector<Literal> DotGeneralKernel(const Node& node, Operands ops, const ReplicaContext&) {
@@ -224,8 +214,8 @@ std::vector<Literal> DotGeneralKernel(const Node& node, Operands ops, const Repl
   const Literal& rhs = *ops[1];
   const auto& d = node.attrs_as<DotGeneralAttrs>();
   Literal out(node.result()->type());
-  const std::vector<int64_t> lf = FreeDims(lhs.shape().rank(), d.lhs_batch, d.lhs_contracting);
-  const std::vector<int64_t> rf = FreeDims(rhs.shape().rank(), d.rhs_batch, d.rhs_contracting);
+  const std::vector<int64_t> lf = DotFreeDims(lhs.shape().rank(), d.lhs_batch, d.lhs_contracting);
+  const std::vector<int64_t> rf = DotFreeDims(rhs.shape().rank(), d.rhs_batch, d.rhs_contracting);
   std::vector<int64_t> contract_dims;
   for (int64_t c : d.lhs_contracting) contract_dims.push_back(lhs.shape().dim(c));
   const std::vector<int64_t> ls = lhs.shape().Strides(), rs = rhs.shape().Strides();

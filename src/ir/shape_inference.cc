@@ -554,6 +554,16 @@ ShapeRule GetShapeRule(OpKind op) {
   return table[static_cast<size_t>(op)];
 }
 
+std::vector<int64_t> DotFreeDims(int64_t rank, const std::vector<int64_t>& batch,
+                                 const std::vector<int64_t>& contracting) {
+  std::vector<int64_t> free;
+  for (int64_t d = 0; d < rank; ++d)
+    if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
+        std::find(contracting.begin(), contracting.end(), d) == contracting.end())
+      free.push_back(d);
+  return free;
+}
+
 int64_t ReplicaGroupSize(const ReplicaGroups& groups, int64_t num_replicas) {
   if (num_replicas < 1) Fail("the module's num_replicas {} must be >= 1", num_replicas);
   if (groups.empty()) return num_replicas;

@@ -33,6 +33,11 @@ std::vector<TensorType> InferResultTypes(OpKind op, std::span<const TensorType> 
                                          const Attrs& attrs, std::span<const TensorType> declared,
                                          const ShapeContext& ctx);
 
+// The dims of a dot_general operand of rank `rank` that are neither batch nor contracting, in
+// order: the operand's free dims, which follow the batch dims in the result (lhs's, then rhs's).
+std::vector<int64_t> DotFreeDims(int64_t rank, const std::vector<int64_t>& batch,
+                                 const std::vector<int64_t>& contracting);
+
 // The size of each group of `groups` over `num_replicas` replicas, after checking that the groups
 // partition 0..num_replicas-1 into equal, non-empty parts (empty `groups` = one group of all).
 int64_t ReplicaGroupSize(const ReplicaGroups& groups, int64_t num_replicas);

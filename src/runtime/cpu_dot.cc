@@ -17,6 +17,7 @@
 #include <cstring>
 #include <vector>
 
+#include "ir/shape_inference.h"
 #include "runtime/cpu_kernels.h"
 #include "runtime/thread_pool.h"
 
@@ -94,15 +95,6 @@ void Arrange(const Literal& x, const std::vector<int64_t>& batch, const std::vec
   m.data = m.copy.data();
 }
 
-std::vector<int64_t> FreeDims(int64_t rank, const std::vector<int64_t>& batch,
-                              const std::vector<int64_t>& contracting) {
-  std::vector<int64_t> out;
-  for (int64_t d = 0; d < rank; ++d)
-    if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
-        std::find(contracting.begin(), contracting.end(), d) == contracting.end())
-      out.push_back(d);
-  return out;
-}
 
 int64_t Prod(const Literal& x, const std::vector<int64_t>& dims) {
   int64_t p = 1;
@@ -129,8 +121,8 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
   const Literal& lhs = *ops[0];
   const Literal& rhs = *ops[1];
   const auto& d = node.attrs_as<ir::DotGeneralAttrs>();
-  const std::vector<int64_t> lf = FreeDims(lhs.shape().rank(), d.lhs_batch, d.lhs_contracting);
-  const std::vector<int64_t> rf = FreeDims(rhs.shape().rank(), d.rhs_batch, d.rhs_contracting);
+  const std::vector<int64_t> lf = ir::DotFreeDims(lhs.shape().rank(), d.lhs_batch, d.lhs_contracting);
+  const std::vector<int64_t> rf = ir::DotFreeDims(rhs.shape().rank(), d.rhs_batch, d.rhs_contracting);
   const int64_t B = Prod(lhs, d.lhs_batch), M = Prod(lhs, lf), K = Prod(lhs, d.lhs_contracting),
                 N = Prod(rhs, rf);
   T* c = out.mutable_data<T>();

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "ir/shape_inference.h"
 #include "ir/verifier.h"
 #include "passes/pass.h"
 #include "spmd/partitioner_internal.h"
@@ -352,15 +353,8 @@ void Partitioner::DotGeneral(const Node& n) {
   Sharding have = Replicated(r->type().rank());
   for (int64_t d = 0; d < r->type().rank(); ++d)
     if (!Intersects(ann.dims[d], axes)) have.dims[d] = ann.dims[d];
-  auto free_dims = [](int64_t rank, const std::vector<int64_t>& batch, const std::vector<int64_t>& con) {
-    std::vector<int64_t> f;
-    for (int64_t d = 0; d < rank; ++d)
-      if (std::find(batch.begin(), batch.end(), d) == batch.end() && std::find(con.begin(), con.end(), d) == con.end())
-        f.push_back(d);
-    return f;
-  };
-  std::vector<int64_t> lf = free_dims(lhs->type().rank(), a.lhs_batch, a.lhs_contracting);
-  std::vector<int64_t> rf = free_dims(rhs->type().rank(), a.rhs_batch, a.rhs_contracting);
+  std::vector<int64_t> lf = ir::DotFreeDims(lhs->type().rank(), a.lhs_batch, a.lhs_contracting);
+  std::vector<int64_t> rf = ir::DotFreeDims(rhs->type().rank(), a.rhs_batch, a.rhs_contracting);
   Sharding lw = Replicated(lhs->type().rank()), rw = Replicated(rhs->type().rank());
   size_t out = 0;
   for (size_t k = 0; k < a.lhs_batch.size(); ++k, ++out) {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/dtype.h"
+#include "ir/shape_inference.h"
 
 namespace axle::spmd {
 namespace {
@@ -373,16 +374,8 @@ struct DotDims {
 };
 DotDims DotPairs(const Node& n) {
   const auto& a = n.attrs_as<ir::DotGeneralAttrs>();
-  auto free_dims = [](int64_t rank, const std::vector<int64_t>& batch, const std::vector<int64_t>& contracting) {
-    std::vector<int64_t> out;
-    for (int64_t d = 0; d < rank; ++d)
-      if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
-          std::find(contracting.begin(), contracting.end(), d) == contracting.end())
-        out.push_back(d);
-    return out;
-  };
-  std::vector<int64_t> lf = free_dims(Rank(n.operand(0)), a.lhs_batch, a.lhs_contracting);
-  std::vector<int64_t> rf = free_dims(Rank(n.operand(1)), a.rhs_batch, a.rhs_contracting);
+  std::vector<int64_t> lf = ir::DotFreeDims(Rank(n.operand(0)), a.lhs_batch, a.lhs_contracting);
+  std::vector<int64_t> rf = ir::DotFreeDims(Rank(n.operand(1)), a.rhs_batch, a.rhs_contracting);
   DotDims out;
   const int64_t nb = static_cast<int64_t>(a.lhs_batch.size());
   for (int64_t i = 0; i < nb; ++i) {
