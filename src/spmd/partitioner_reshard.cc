@@ -16,7 +16,7 @@ using ir::Value;
 double ReduceIdentity(ir::ReduceKind kind, DType dtype) {
   const bool fl = IsFloat(dtype);
   switch (kind) {
-    case ir::ReduceKind::kSum: return 0;
+    case ir::ReduceKind::kSum: return fl ? -0.0 : 0;  // -0 + x is x for every float x, -0 included
     case ir::ReduceKind::kProd: return 1;
     case ir::ReduceKind::kOr: return 0;
     case ir::ReduceKind::kAnd: return 1;
@@ -211,12 +211,14 @@ Value* LocalBuilder::Reshard(Value* v, const TensorType& global, const Sharding&
     for (int64_t d : split) cur.dims[d] = to.dims[d];
   }
 
-  // 3. Partial axes `to` adds: the full value on the devices at index 0 along them, zeros elsewhere.
+  // 3. Partial axes `to` adds: the full value on the devices at index 0 along them, zeros elsewhere
+  //    (-0 for floats: the sum then gives back every value bitwise, -0 included).
   std::vector<std::string> add = Minus(to.partial, cur.partial);
   if (!add.empty()) {
     Value* first = b_.Compare(ir::CompareDir::kEq, ShardIndex(add), b_.Scalar(DType::kI32, 0));
     Value* pred = b_.BroadcastInDim(first, v->shape(), {});
-    Value* zeros = b_.BroadcastInDim(b_.Scalar(v->dtype(), 0), v->shape(), {});
+    Value* zeros = b_.BroadcastInDim(b_.Scalar(v->dtype(), ReduceIdentity(ir::ReduceKind::kSum, v->dtype())),
+                                     v->shape(), {});
     v = b_.Select(pred, v, zeros);
   }
   return v;
