@@ -19,6 +19,7 @@
 #include "spmd/propagation.h"
 #include "spmd/shard_util.h"
 #include "testing/filecheck.h"
+#include "diff_harness.h"
 
 namespace axle {
 namespace {
@@ -32,6 +33,11 @@ using ir::OpKind;
 using ir::Sharding;
 using ir::TensorType;
 using ir::Value;
+using spmd_test::CheckRandomShardings;
+using spmd_test::Dot;
+using spmd_test::F32;
+using spmd_test::Meshes;
+using spmd_test::Program;
 
 // ---------------------------------------------------------------------------------------------
 // Printed partitioned programs.
@@ -356,130 +362,6 @@ TEST(ShardUtil, UnevenBlocksArePaddedAndRoundTrip) {
 // ---------------------------------------------------------------------------------------------
 // Differential tests.
 
-struct Program {
-  std::string name;
-  bool exact;  // no sum is reordered: results must match bitwise
-  std::function<void(Builder&)> build;
-};
-void PrintTo(const Program& p, std::ostream* os) { *os << p.name; }
-
-// Overwrites the padding of a shard with garbage (NaN for floats), so that a partitioned program
-// that lets padding reach a valid element fails.
-void PoisonPadding(Literal& shard, const Shape& global, const Sharding& s, const Mesh& mesh, int64_t device) {
-  Literal marker = spmd::ShardLiteral(Literal::Splat(TensorType(DType::kU8, global), 1), s, mesh, device);
-  for (int64_t i = 0; i < shard.NumElements(); ++i)
-    if (marker.GetInt64(i) == 0) shard.SetDouble(i, IsFloat(shard.dtype()) ? std::nan("") : 5);
-}
-
-Literal RandomLiteral(const TensorType& t, std::mt19937& rng) {
-  std::vector<double> v(static_cast<size_t>(t.NumElements()));
-  std::uniform_real_distribution<double> u(-2, 2);
-  for (double& x : v) {
-    if (IsFloat(t.dtype)) x = u(rng);
-    else if (IsBool(t.dtype)) x = rng() % 2;
-    else x = static_cast<double>(rng() % 7);
-  }
-  return Literal::FromDoubles(t.dtype, t.shape, v);
-}
-
-// Each mesh axis goes to a random dim (or none), in random order; float intermediates may also
-// be a pending partial sum over axes no dim uses.
-Sharding RandomSharding(const TensorType& t, const Mesh& mesh, bool allow_partial, std::mt19937& rng) {
-  Sharding s;
-  s.dims.resize(static_cast<size_t>(t.rank()));
-  std::vector<std::string> axes = mesh.axis_names();
-  std::shuffle(axes.begin(), axes.end(), rng);
-  for (const std::string& a : axes) {
-    int64_t pick = static_cast<int64_t>(rng() % static_cast<uint32_t>(t.rank() + 2));
-    if (pick < t.rank()) s.dims[pick].push_back(a);
-    else if (pick == t.rank() + 1 && allow_partial && IsFloat(t.dtype) && rng() % 2) s.partial.push_back(a);
-  }
-  return s;
-}
-
-bool Close(const Literal& want, const Literal& got, bool exact, std::string* why) {
-  if (want.type() != got.type()) {
-    *why = "type " + got.type().ToString() + " vs " + want.type().ToString();
-    return false;
-  }
-  if (exact || !IsFloat(want.dtype())) {
-    if (want == got) return true;
-    *why = "not bitwise equal";
-    return false;
-  }
-  for (int64_t i = 0; i < want.NumElements(); ++i) {
-    double a = want.GetDouble(i), b = got.GetDouble(i);
-    if (std::isnan(a) && std::isnan(b)) continue;
-    if (a == b) continue;
-    if (!(std::abs(a - b) <= 1e-5 * std::max(1.0, std::abs(a)))) {
-      *why = fmt::format("element {}: {} vs {}", i, b, a);
-      return false;
-    }
-  }
-  return true;
-}
-
-// Annotates every value of `m`'s entry at random, partitions, and compares with the global run.
-// With `propagate`, only the parameters are annotated and sharding propagation fills the rest.
-void CheckRandomShardings(const Program& p, const Mesh& mesh, int trials, std::mt19937& rng, bool propagate = false) {
-  for (int trial = 0; trial < trials; ++trial) {
-    Module m(p.name);
-    m.set_mesh(mesh);
-    Builder b(m.AddFunction("main"));
-    p.build(b);
-    ir::Function& f = *m.entry();
-    for (const auto& n : f.nodes())
-      for (Value* v : n->results()) {
-        if (propagate && n->op() != OpKind::kParameter) continue;
-        if (rng() % 5 != 0) v->set_sharding(RandomSharding(v->type(), mesh, n->op() != OpKind::kParameter, rng));
-      }
-    if (propagate) spmd::PropagateShardings(m);
-    ir::Verify(m);
-    std::vector<Literal> args;
-    for (const ir::Node* param : f.Parameters()) args.push_back(RandomLiteral(param->result()->type(), rng));
-    std::vector<Literal> want = ir::Evaluate(f, args);
-
-    std::unique_ptr<Module> part;
-    try {
-      part = spmd::Partition(m);
-    } catch (const Error& e) {
-      FAIL() << p.name << " on " << mesh.ToString() << ": " << e.what() << "\n" << ir::PrintModule(m);
-    }
-    std::vector<std::vector<Literal>> per_device(static_cast<size_t>(mesh.size()));
-    for (int64_t d = 0; d < mesh.size(); ++d)
-      for (size_t i = 0; i < args.size(); ++i) {
-        const Value* param = f.Parameters()[i]->result();
-        Sharding s = spmd::ParameterSharding(m, static_cast<int64_t>(i));
-        per_device[d].push_back(spmd::ShardLiteral(args[i], s, mesh, d));
-        PoisonPadding(per_device[d].back(), param->type().shape, s, mesh, d);
-      }
-    // The default pipeline (folding, CSE, ...) must keep the partitioned program's meaning: run
-    // it on every other trial.
-    if (trial % 2 == 1) passes::RunDefaultPipeline(*part);
-    std::vector<std::vector<Literal>> got = ir::EvaluateReplicated(*part->entry(), per_device);
-    for (size_t r = 0; r < want.size(); ++r) {
-      const Value* res = f.results()[r];
-      std::vector<Literal> shards;
-      for (int64_t d = 0; d < mesh.size(); ++d) shards.push_back(got[d][r]);
-      Literal whole =
-          spmd::AssembleLiteral(shards, spmd::ResultSharding(m, static_cast<int64_t>(r)), mesh, res->type());
-      std::string why;
-      ASSERT_TRUE(Close(want[r], whole, p.exact, &why))
-          << p.name << " on " << mesh.ToString() << ", result " << r << ": " << why << "\nwant " << want[r].ToString()
-          << "\ngot  " << whole.ToString() << "\n--- global:\n"
-          << ir::PrintModule(m) << "--- partitioned:\n"
-          << ir::PrintModule(*part);
-    }
-  }
-}
-
-TensorType F32(Shape s) { return TensorType(DType::kF32, std::move(s)); }
-
-DotGeneralAttrs Dot(std::vector<int64_t> lb, std::vector<int64_t> rb, std::vector<int64_t> lc,
-                    std::vector<int64_t> rc) {
-  return DotGeneralAttrs{std::move(lb), std::move(rb), std::move(lc), std::move(rc)};
-}
-
 std::vector<Program> Programs() {
   std::vector<Program> ps;
   ps.push_back({"unary", true, [](Builder& b) { b.Return({b.Unary(OpKind::kExp, b.Parameter(0, F32({7, 6})))}); }});
@@ -606,12 +488,6 @@ std::vector<Program> Programs() {
   return ps;
 }
 
-std::vector<Mesh> Meshes() {
-  return {Mesh({"x"}, {1}),         Mesh({"x"}, {2}),         Mesh({"x"}, {4}),
-          Mesh({"x"}, {8}),         Mesh({"x", "y"}, {2, 4}), Mesh({"x", "y"}, {4, 2}),
-          Mesh({"x", "y"}, {2, 2}, {3, 1, 0, 2})};
-}
-
 class PartitionDiffTest : public ::testing::TestWithParam<Program> {};
 
 TEST_P(PartitionDiffTest, MatchesGlobalProgramOnRandomShardings) {
@@ -626,7 +502,7 @@ INSTANTIATE_TEST_SUITE_P(Ops, PartitionDiffTest, ::testing::ValuesIn(Programs())
 // program of its output still computes the global one.
 TEST_P(PartitionDiffTest, MatchesGlobalProgramAfterShardingPropagation) {
   std::mt19937 rng(99);
-  for (const Mesh& mesh : Meshes()) CheckRandomShardings(GetParam(), mesh, 6, rng, /*propagate=*/true);
+  for (const Mesh& mesh : Meshes()) CheckRandomShardings(GetParam(), mesh, 6, rng, spmd_test::Annotate::kParameters);
 }
 
 // Every Reshard between random shardings of one value gives the same global tensor.
