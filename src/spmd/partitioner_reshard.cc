@@ -1,5 +1,6 @@
 // Resharding: the ops that move a value from one sharding to another (partitioner.h, Reshard).
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "core/error.h"
@@ -19,7 +20,9 @@ double ReduceIdentity(ir::ReduceKind kind, DType dtype) {
     case ir::ReduceKind::kSum: return fl ? -0.0 : 0;  // -0 + x is x for every float x, -0 included
     case ir::ReduceKind::kProd: return 1;
     case ir::ReduceKind::kOr: return 0;
-    case ir::ReduceKind::kAnd: return 1;
+    case ir::ReduceKind::kAnd:  // bitwise on integers: all ones
+      if (IsBool(dtype)) return 1;
+      return IsUnsigned(dtype) ? std::ldexp(1.0, BitWidth(dtype)) - 1 : -1;
     case ir::ReduceKind::kMax:
       if (fl) return -std::numeric_limits<double>::infinity();
       if (IsBool(dtype) || IsUnsigned(dtype)) return 0;
