@@ -113,6 +113,72 @@ enum class Annotate {
   kParametersAndResults,  // parameters and returned values (each 1 in 2); then PropagateShardings
 };
 
+// Annotates the entry function of `m` (which has a mesh) at random as `how` says, then runs
+// sharding propagation where `how` asks for it.
+inline void AnnotateAtRandom(ir::Module& m, Annotate how, std::mt19937& rng) {
+  const ir::Mesh& mesh = *m.mesh();
+  ir::Function& f = *m.entry();
+  for (const auto& n : f.nodes())
+    for (ir::Value* v : n->results()) {
+      if (how != Annotate::kEveryValue && n->op() != ir::OpKind::kParameter) continue;
+      if (rng() % 5 != 0) v->set_sharding(RandomSharding(v->type(), mesh, n->op() != ir::OpKind::kParameter, rng));
+    }
+  if (how == Annotate::kParametersAndResults)
+    for (ir::Value* v : f.results())
+      if (rng() % 2 == 0)
+        v->set_sharding(RandomSharding(v->type(), mesh, v->node()->op() != ir::OpKind::kParameter, rng));
+  if (how != Annotate::kEveryValue) spmd::PropagateShardings(m);
+  ir::Verify(m);
+}
+
+// Whether the partitioned program sums floats across devices (all_reduce / reduce_scatter of
+// kind sum).
+inline bool HasFloatSums(const ir::Module& part) {
+  for (const auto& n : part.entry()->nodes()) {
+    const ir::OpKind op = n->op();
+    if (n->num_results() != 1 || !IsFloat(n->result(0)->dtype())) continue;
+    if (op == ir::OpKind::kAllReduce && n->attrs_as<ir::AllReduceAttrs>().kind == ir::ReduceKind::kSum) return true;
+    if (op == ir::OpKind::kReduceScatter && n->attrs_as<ir::ReduceScatterAttrs>().kind == ir::ReduceKind::kSum)
+      return true;
+  }
+  return false;
+}
+
+// Partitions the annotated global module `m` and compares its partitioned run on the shards of
+// `args` (padding poisoned) with ir::Evaluate on `args`; `pipeline` also runs the default pass
+// pipeline on the partitioned program first (it must keep its meaning).
+inline void CheckPartitioned(const ir::Module& m, const ir::Module& part, const std::vector<ir::Literal>& args,
+                             bool exact, bool signed_zeros_free, bool pipeline) {
+  const ir::Mesh& mesh = *m.mesh();
+  const ir::Function& f = *m.entry();
+  std::vector<ir::Literal> want = ir::Evaluate(f, args);
+  std::vector<std::vector<ir::Literal>> per_device(static_cast<size_t>(mesh.size()));
+  for (int64_t d = 0; d < mesh.size(); ++d)
+    for (const ir::Node* param : f.Parameters()) {
+      const int64_t i = param->attrs_as<ir::ParameterAttrs>().index;
+      ir::Sharding s = spmd::ParameterSharding(m, i);
+      per_device[d].push_back(spmd::ShardLiteral(args[i], s, mesh, d));
+      PoisonPadding(per_device[d].back(), param->result()->type().shape, s, mesh, d);
+    }
+  std::unique_ptr<ir::Module> run = part.Clone();
+  if (pipeline) passes::RunDefaultPipeline(*run);
+  std::vector<std::vector<ir::Literal>> got = ir::EvaluateReplicated(*run->entry(), per_device);
+  for (size_t r = 0; r < want.size(); ++r) {
+    const ir::Value* res = f.results()[r];
+    std::vector<ir::Literal> shards;
+    for (int64_t d = 0; d < mesh.size(); ++d) shards.push_back(got[d][r]);
+    ir::Literal whole =
+        spmd::AssembleLiteral(shards, spmd::ResultSharding(m, static_cast<int64_t>(r)), mesh, res->type());
+    std::string why;
+    ASSERT_TRUE(Close(want[r], whole, exact, &why, signed_zeros_free))
+        << m.name() << " on " << mesh.ToString() << ", result " << r << ": " << why << "\nwant "
+        << want[r].ToString() << "\ngot  " << whole.ToString() << "\n--- global:\n"
+        << ir::PrintModule(m) << "--- partitioned" << (pipeline ? " (then the default pipeline ran)" : "")
+        << ":\n"
+        << ir::PrintModule(part);
+  }
+}
+
 // Builds `p` on `mesh`, annotates it at random as `how` says, partitions it, and compares the
 // partitioned program's results on random sharded arguments with the global run, `trials` times.
 inline void CheckRandomShardings(const Program& p, const ir::Mesh& mesh, int trials, std::mt19937& rng,
@@ -122,18 +188,7 @@ inline void CheckRandomShardings(const Program& p, const ir::Mesh& mesh, int tri
     m.set_mesh(mesh);
     ir::Builder b(m.AddFunction("main"));
     p.build(b);
-    ir::Function& f = *m.entry();
-    for (const auto& n : f.nodes())
-      for (ir::Value* v : n->results()) {
-        if (how != Annotate::kEveryValue && n->op() != ir::OpKind::kParameter) continue;
-        if (rng() % 5 != 0) v->set_sharding(RandomSharding(v->type(), mesh, n->op() != ir::OpKind::kParameter, rng));
-      }
-    if (how == Annotate::kParametersAndResults)
-      for (ir::Value* v : f.results())
-        if (rng() % 2 == 0)
-          v->set_sharding(RandomSharding(v->type(), mesh, v->node()->op() != ir::OpKind::kParameter, rng));
-    if (how != Annotate::kEveryValue) spmd::PropagateShardings(m);
-    ir::Verify(m);
+    AnnotateAtRandom(m, how, rng);
     std::unique_ptr<ir::Module> part;
     try {
       part = spmd::Partition(m);
@@ -147,44 +202,13 @@ inline void CheckRandomShardings(const Program& p, const ir::Mesh& mesh, int tri
     // -0 but -(0) + -(-0) is +0; with 1 held as 2 + -1, 1 * inf is inf but 2 * inf + -1 * inf is
     // NaN. Programs with such a sum get finite inputs and +0 matches -0; every other program gets
     // -0, +-inf and NaN among its inputs and must match bitwise (or within `exact`'s tolerance).
-    bool sums = false;
-    for (const auto& n : part->entry()->nodes()) {
-      const ir::OpKind op = n->op();
-      if (op == ir::OpKind::kAllReduce && n->attrs_as<ir::AllReduceAttrs>().kind == ir::ReduceKind::kSum)
-        sums = sums || IsFloat(n->result(0)->dtype());
-      if (op == ir::OpKind::kReduceScatter && n->attrs_as<ir::ReduceScatterAttrs>().kind == ir::ReduceKind::kSum)
-        sums = sums || IsFloat(n->result(0)->dtype());
-    }
+    const bool sums = HasFloatSums(*part);
     std::vector<ir::Literal> args;
-    for (const ir::Node* param : f.Parameters())
+    for (const ir::Node* param : m.entry()->Parameters())
       args.push_back(RandomLiteral(param->result()->type(), rng, /*specials=*/!sums));
-    std::vector<ir::Literal> want = ir::Evaluate(f, args);
-
-    std::vector<std::vector<ir::Literal>> per_device(static_cast<size_t>(mesh.size()));
-    for (int64_t d = 0; d < mesh.size(); ++d)
-      for (size_t i = 0; i < args.size(); ++i) {
-        const ir::Value* param = f.Parameters()[i]->result();
-        ir::Sharding s = spmd::ParameterSharding(m, static_cast<int64_t>(i));
-        per_device[d].push_back(spmd::ShardLiteral(args[i], s, mesh, d));
-        PoisonPadding(per_device[d].back(), param->type().shape, s, mesh, d);
-      }
-    // The default pipeline (folding, CSE, ...) must keep the partitioned program's meaning: run
-    // it on every other trial.
-    if (trial % 2 == 1) passes::RunDefaultPipeline(*part);
-    std::vector<std::vector<ir::Literal>> got = ir::EvaluateReplicated(*part->entry(), per_device);
-    for (size_t r = 0; r < want.size(); ++r) {
-      const ir::Value* res = f.results()[r];
-      std::vector<ir::Literal> shards;
-      for (int64_t d = 0; d < mesh.size(); ++d) shards.push_back(got[d][r]);
-      ir::Literal whole =
-          spmd::AssembleLiteral(shards, spmd::ResultSharding(m, static_cast<int64_t>(r)), mesh, res->type());
-      std::string why;
-      ASSERT_TRUE(Close(want[r], whole, p.exact, &why, /*signed_zeros_free=*/sums))
-          << p.name << " on " << mesh.ToString() << ", result " << r << ": " << why << "\nwant " << want[r].ToString()
-          << "\ngot  " << whole.ToString() << "\n--- global:\n"
-          << ir::PrintModule(m) << "--- partitioned:\n"
-          << ir::PrintModule(*part);
-    }
+    // The default pipeline (folding, CSE, ...) runs on every other trial.
+    CheckPartitioned(m, *part, args, p.exact, /*signed_zeros_free=*/sums, /*pipeline=*/trial % 2 == 1);
+    if (::testing::Test::HasFatalFailure()) return;
   }
 }
 
