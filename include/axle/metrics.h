@@ -25,6 +25,8 @@ struct Metrics {
   int64_t to_host = 0;           // device -> host transfers (item, to_vector, printing)
   int64_t to_host_bytes = 0;
   int64_t donated = 0;           // argument buffers donated to steps
+  int64_t host_reshards = 0;     // sharded values split or assembled on the host (read whole, or
+  int64_t host_reshard_bytes = 0;  // passed to a step in another layout); 0 in a steady sharded loop
   int64_t last_graph_nodes = 0;  // nodes of the last launched graph
   int64_t max_graph_nodes = 0;
   int64_t last_graph_inputs = 0;

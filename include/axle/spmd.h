@@ -87,6 +87,21 @@ const Tensor& mark_sharding(const Tensor& t, const PartitionSpec& spec);
 // (before anything executes). A tensor of a trace without any annotation is replicated.
 ir::Sharding sharding_of(const Tensor& t);
 
+// The devices' pieces of `t` (running its step if it is pending): out[d] is device d's block, as
+// laid out by its sharding, without padding (an uneven split leaves the last blocks smaller or
+// empty), like jax.Array.addressable_shards. A tensor without a sharding is one piece.
+std::vector<Tensor> local_shards(const Tensor& t);
+
+// The global tensor of `shape` whose device d holds shards[d] (exactly its block of the layout
+// `spec` over `mesh`, as local_shards returns it), like jax.make_array_from_single_device_arrays:
+// sharded data loading, where each device loads only its slice of the batch. Nothing global is
+// built; a step that reads the tensor in this layout takes the shards as they are. For a
+// replicated dimension every device gives the whole of it (device 0's copy is used). Throws
+// axle::Error naming the device on a wrong shard count, shape or dtype, and on the errors of
+// mark_sharding.
+Tensor from_local_shards(const std::vector<Tensor>& shards, const Dims& shape, const Mesh& mesh,
+                         const PartitionSpec& spec);
+
 // A text table of which devices hold which block of `t` (rank 0-2; higher ranks list blocks),
 // like jax.debug.visualize_array_sharding:
 //   f32[8,4] {[fsdp], [tp]} on mesh [fsdp=2, tp=2]

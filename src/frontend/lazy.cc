@@ -90,6 +90,7 @@ class Executor {
 
   static void Run(Job& job) {
     try {
+      if (auto* step = dynamic_cast<ShardedStep*>(job.exe)) return RunSharded(*step, job);
       std::vector<runtime::BufferPtr> args;
       args.reserve(job.args.size());
       for (size_t i = 0; i < job.args.size(); ++i)
@@ -105,6 +106,23 @@ class Executor {
       for (auto& w : job.outputs)
         if (auto o = w.lock()) o->SetError(std::current_exception());
     }
+  }
+
+  // A partitioned step: arguments and results stay as their devices' shards.
+  static void RunSharded(ShardedStep& step, Job& job) {
+    std::vector<ShardedStep::Arg> args(job.args.size());
+    for (size_t i = 0; i < job.args.size(); ++i) {
+      AsyncBuffer& b = *job.args[i];
+      args[i].sharded = job.donate[i] ? b.TakeSharded() : b.GetSharded();
+      if (args[i].sharded == nullptr) args[i].global = job.donate[i] ? b.Take() : b.Get();
+    }
+    job.args.clear();
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<std::shared_ptr<ShardedData>> out = step.ExecuteSharded(std::move(args));
+    const double secs = Seconds(start);
+    UpdateMetrics([&](Metrics& m) { m.execute_s += secs; });
+    for (size_t i = 0; i < out.size(); ++i)
+      if (auto o = job.outputs[i].lock()) o->SetSharded(std::move(out[i]));
   }
 
   std::mutex mu_;
@@ -259,10 +277,23 @@ void AsyncBuffer::SetError(std::exception_ptr error) {
   cv_.notify_all();
 }
 
+AsyncBuffer::AsyncBuffer(std::shared_ptr<ShardedData> ready)
+    : sharding(ready->sharding), mesh(ready->mesh), sharded_(std::move(ready)), ready_(true) {}
+
+void AsyncBuffer::SetSharded(std::shared_ptr<ShardedData> shards) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    sharded_ = std::move(shards);
+    ready_ = true;
+  }
+  cv_.notify_all();
+}
+
 const runtime::BufferPtr& AsyncBuffer::Get() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return ready_; });
   if (error_) std::rethrow_exception(error_);
+  if (buffer_ == nullptr && sharded_ != nullptr) buffer_ = AssembleShards(*sharded_);
   AXLE_CHECK(buffer_ != nullptr, "a donated buffer was read after its step took it");
   return buffer_;
 }
@@ -271,7 +302,31 @@ runtime::BufferPtr AsyncBuffer::Take() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return ready_; });
   if (error_) std::rethrow_exception(error_);
+  if (buffer_ == nullptr && sharded_ != nullptr) buffer_ = AssembleShards(*sharded_);
+  sharded_ = nullptr;
   return std::move(buffer_);
+}
+
+std::shared_ptr<ShardedData> AsyncBuffer::GetSharded() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return ready_; });
+  if (error_) std::rethrow_exception(error_);
+  return sharded_;
+}
+
+std::shared_ptr<ShardedData> AsyncBuffer::TakeSharded() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return ready_; });
+  if (error_) std::rethrow_exception(error_);
+  if (sharded_ != nullptr) buffer_ = nullptr;
+  return std::move(sharded_);
+}
+
+void CountHostReshard(int64_t bytes) {
+  UpdateMetrics([&](Metrics& m) {
+    ++m.host_reshards;
+    m.host_reshard_bytes += bytes;
+  });
 }
 
 bool AsyncBuffer::ready() {
@@ -341,7 +396,13 @@ ir::Value* ValueOf(const Tensor& tensor) {
   ir::Value* v = t.builder.Parameter(static_cast<int64_t>(t.inputs.size()), impl.type);
   t.inputs.push_back(impl.data);
   t.input_value.emplace(impl.data.get(), v);
-  Annotate(impl, v);
+  if (impl.sharding) {
+    Annotate(impl, v);
+  } else if (impl.data->sharding && (!t.mesh || *t.mesh == *impl.data->mesh)) {
+    // Data a partitioned step left sharded: read in that layout, so it stays on the devices.
+    t.mesh = impl.data->mesh;
+    v->set_sharding(impl.data->sharding);
+  }
   return v;
 }
 
@@ -393,6 +454,24 @@ void Rebind(TensorImpl& impl, ir::Value* v) {
 Tensor MakeMaterialized(runtime::BufferPtr buffer, std::string origin) {
   auto impl = NewImpl(buffer->type());
   impl->data = std::make_shared<AsyncBuffer>(std::move(buffer));
+  impl->data->origin = std::move(origin);
+  return Tensor(std::move(impl));
+}
+
+void ReplicateUnannotatedParameters(ir::Function& fn) {
+  for (ir::Node* p : fn.Parameters())
+    if (!p->result()->sharding()) {
+      ir::Sharding replicated;
+      replicated.dims.resize(static_cast<size_t>(p->result()->type().rank()));
+      p->result()->set_sharding(replicated);
+    }
+}
+
+Tensor MakeMaterializedSharded(std::shared_ptr<ShardedData> shards, std::string origin) {
+  auto impl = NewImpl(shards->global);
+  impl->sharding = shards->sharding;
+  impl->mesh = shards->mesh;
+  impl->data = std::make_shared<AsyncBuffer>(std::move(shards));
   impl->data->origin = std::move(origin);
   return Tensor(std::move(impl));
 }
@@ -492,6 +571,7 @@ void sync() {
   fn->set_results(std::move(mapped));
   // The annotations' mesh: with more than one device the step is partitioned (sharded_step.h).
   module->set_mesh(t.mesh);
+  if (t.mesh) detail::ReplicateUnannotatedParameters(*fn);
 
   // 3. Donation: inputs that only this trace holds. Then the trace is done.
   std::vector<bool> donate(args.size());
@@ -538,9 +618,15 @@ void sync() {
   job.args = std::move(args);
   job.donate = donate;
   std::vector<std::shared_ptr<AsyncBuffer>> outs(results.size());
-  for (auto& o : outs) {
+  auto* sharded_step = dynamic_cast<detail::ShardedStep*>(job.exe);
+  for (size_t j = 0; j < outs.size(); ++j) {
+    auto& o = outs[j];
     o = std::make_shared<AsyncBuffer>();
     o->origin = fmt::format("a result of sync {}", sync_number);
+    if (sharded_step && !sharded_step->result_sharding(j).IsReplicated()) {
+      o->sharding = sharded_step->result_sharding(j);
+      o->mesh = sharded_step->mesh();
+    }
     job.outputs.push_back(o);
   }
   for (auto& [impl, index] : assign) {
@@ -599,6 +685,8 @@ std::string metrics_report() {
   s += fmt::format("Metric: to host            {} transfers, {} bytes\n", m.to_host,
                    m.to_host_bytes);
   s += fmt::format("Metric: donated buffers    {}\n", m.donated);
+  s += fmt::format("Metric: host reshards      {} ({} bytes split into or assembled from shards)\n",
+                   m.host_reshards, m.host_reshard_bytes);
   s += fmt::format("Metric: graph size         last {} nodes ({} inputs, {} outputs), max {}\n",
                    m.last_graph_nodes, m.last_graph_inputs, m.last_graph_outputs,
                    m.max_graph_nodes);

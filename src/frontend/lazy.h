@@ -32,28 +32,46 @@
 
 namespace axle::detail {
 
-// A device buffer that may still be computed by a launched step.
+struct ShardedData;  // sharded_step.h
+
+// A device buffer that may still be computed by a launched step: one buffer, or the shards a
+// partitioned step left on its devices.
 class AsyncBuffer {
  public:
   AsyncBuffer() = default;
   explicit AsyncBuffer(runtime::BufferPtr ready) : buffer_(std::move(ready)), ready_(true) {}
+  explicit AsyncBuffer(std::shared_ptr<ShardedData> ready);
   void Set(runtime::BufferPtr buffer);
+  void SetSharded(std::shared_ptr<ShardedData> shards);
   void SetError(std::exception_ptr error);
-  // Waits until ready; rethrows the step's error.
+  // Waits until ready; rethrows the step's error. A sharded value is assembled once (and kept).
   const runtime::BufferPtr& Get();
   // Waits, then takes the buffer out (donation); the AsyncBuffer is empty afterwards.
   runtime::BufferPtr Take();
+  // Waits; the shards, or nullptr for a value held whole. TakeSharded also empties the
+  // AsyncBuffer when it returns shards (donation).
+  std::shared_ptr<ShardedData> GetSharded();
+  std::shared_ptr<ShardedData> TakeSharded();
   bool ready();
 
   std::string origin;  // where the data came from, for recompilation reports
+  // The layout the value has (or will have, once its step finishes) on the devices, when it is
+  // sharded; set before anyone can see the AsyncBuffer. A step that reads the value wants it so.
+  std::optional<ir::Sharding> sharding;
+  std::optional<ir::Mesh> mesh;
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   runtime::BufferPtr buffer_;
+  std::shared_ptr<ShardedData> sharded_;
   std::exception_ptr error_;
   bool ready_ = false;
 };
+
+// Counts a global buffer split into shards or assembled from them on the host
+// (Metrics::host_reshards and host_reshard_bytes).
+void CountHostReshard(int64_t bytes);
 
 struct TensorImpl : std::enable_shared_from_this<TensorImpl> {
   ir::TensorType type;
@@ -104,8 +122,15 @@ Tensor MakePending(ir::Value* v, bool requires_grad);
 void Rebind(TensorImpl& impl, ir::Value* v);
 // Puts `impl`'s sharding annotation (if any) on `v` and the annotation's mesh on the trace.
 void Annotate(const TensorImpl& impl, ir::Value* v);
+// Pins every parameter of a step over a mesh that has no layout (no annotation, and data not left
+// sharded by an earlier step) as replicated: as in PyTorch/XLA, data nobody sharded is on every
+// device, so propagation cannot ask for it split (which would cost a host split every step).
+void ReplicateUnannotatedParameters(ir::Function& fn);
 // A materialized tensor from a host buffer (a transfer).
 Tensor MakeMaterialized(runtime::BufferPtr buffer, std::string origin);
+// A materialized tensor held as shards on the devices (spmd::from_local_shards); it carries the
+// layout as its annotation.
+Tensor MakeMaterializedSharded(std::shared_ptr<ShardedData> shards, std::string origin);
 // Waits for `t` (syncing first if it is pending) and returns its buffer.
 runtime::BufferPtr Materialize(const Tensor& t);
 // The builder of the current trace. B(loc) also sets the location recorded on the nodes built

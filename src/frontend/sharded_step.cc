@@ -8,7 +8,9 @@
 
 #include "core/flags.h"
 #include "ir/hash.h"
+#include "frontend/lazy.h"
 #include "ir/printer.h"
+#include "passes/pass.h"
 
 #include "runtime/devices.h"
 #include "spmd/partitioner.h"
@@ -21,16 +23,7 @@ namespace {
 std::mutex g_stats_mu;
 runtime::CollectiveStats g_last_stats;
 
-bool Replicated(const ir::Sharding& s) {
-  for (const auto& d : s.dims)
-    if (!d.empty()) return false;
-  return s.partial.empty();
-}
-
-// Global buffers in, global buffers out; the devices see their shards. Sharding and assembling
-// copy every argument and result once per step: simple and exact, and the next step is to keep
-// shards resident on their devices between steps (docs/spmd.md, "Status").
-class ShardedExecutable final : public runtime::Executable {
+class ShardedExecutable final : public ShardedStep {
  public:
   ShardedExecutable(const ir::Module& global, std::unique_ptr<runtime::ReplicatedExecutable> exe)
       : mesh_(*global.mesh()), exe_(std::move(exe)) {
@@ -46,37 +39,59 @@ class ShardedExecutable final : public runtime::Executable {
     }
   }
 
-  std::vector<runtime::BufferPtr> Execute(std::vector<runtime::BufferPtr> args) override {
-    const int64_t n = mesh_.size();
+  std::vector<std::shared_ptr<ShardedData>> ExecuteSharded(std::vector<Arg> args) override {
+    const auto n = static_cast<size_t>(mesh_.size());
     if (args.size() != params_.size())
       Fail("sharded step: {} arguments for {} parameters", args.size(), params_.size());
-    std::vector<std::vector<runtime::BufferPtr>> per_device(static_cast<size_t>(n));
+    std::vector<std::vector<runtime::BufferPtr>> per_device(n);
     for (size_t i = 0; i < args.size(); ++i) {
-      if (Replicated(params_[i])) {
-        for (auto& d : per_device) d.push_back(args[i]);  // shared: read only on every device
-        continue;
+      std::shared_ptr<ShardedData> data = std::move(args[i].sharded);
+      if (data && !(data->mesh == mesh_ && data->sharding == params_[i])) {
+        // Another layout: through the host (a step that wants it so, after one that made it).
+        args[i].global = AssembleShards(*data);
+        data = nullptr;
       }
-      for (int64_t d = 0; d < n; ++d)
-        per_device[static_cast<size_t>(d)].push_back(
-            std::make_shared<ir::Literal>(spmd::ShardLiteral(*args[i], params_[i], mesh_, d)));
+      if (data == nullptr) {
+        if (params_[i].IsReplicated()) {
+          for (auto& d : per_device) d.push_back(args[i].global);  // shared: read only on every device
+          continue;
+        }
+        data = SplitIntoShards(args[i].global, params_[i], mesh_);
+      }
+      args[i].global = nullptr;
+      // A sole reference to the shards lets each device reuse its own (donation).
+      const bool sole = data.use_count() == 1;
+      for (size_t d = 0; d < n; ++d)
+        per_device[d].push_back(sole ? std::move(data->shards[d]) : data->shards[d]);
     }
     args.clear();
     std::vector<std::vector<runtime::BufferPtr>> out = exe_->Execute(std::move(per_device));
-    std::vector<runtime::BufferPtr> results;
+    std::vector<std::shared_ptr<ShardedData>> results;
     for (size_t j = 0; j < results_.size(); ++j) {
-      if (Replicated(results_[j])) {
-        results.push_back(out[0][j]);
-        continue;
-      }
-      std::vector<ir::Literal> shards;
-      for (int64_t d = 0; d < n; ++d) shards.push_back(std::move(*out[static_cast<size_t>(d)][j]));
-      results.push_back(
-          std::make_shared<ir::Literal>(spmd::AssembleLiteral(shards, results_[j], mesh_, result_types_[j])));
+      auto r = std::make_shared<ShardedData>();
+      r->mesh = mesh_;
+      r->sharding = results_[j];
+      r->global = result_types_[j];
+      for (size_t d = 0; d < n; ++d)
+        r->shards.push_back(results_[j].IsReplicated() ? out[0][j] : std::move(out[d][j]));
+      results.push_back(std::move(r));
     }
     std::lock_guard<std::mutex> lock(g_stats_mu);
     g_last_stats = exe_->total_collective_stats();
     return results;
   }
+
+  std::vector<runtime::BufferPtr> Execute(std::vector<runtime::BufferPtr> args) override {
+    std::vector<Arg> sharded_args;
+    for (auto& a : args) sharded_args.push_back({std::move(a), nullptr});
+    std::vector<runtime::BufferPtr> results;
+    for (const auto& r : ExecuteSharded(std::move(sharded_args))) results.push_back(AssembleShards(*r));
+    return results;
+  }
+
+  const ir::Mesh& mesh() const override { return mesh_; }
+  const ir::Sharding& parameter_sharding(size_t index) const override { return params_.at(index); }
+  const ir::Sharding& result_sharding(size_t index) const override { return results_.at(index); }
 
   runtime::ExecuteStats last_stats() const override {
     runtime::ExecuteStats total;
@@ -98,9 +113,40 @@ class ShardedExecutable final : public runtime::Executable {
 
 }  // namespace
 
-std::unique_ptr<runtime::Executable> CompileShardedStep(runtime::Backend& backend, const ir::Module& global) {
+runtime::BufferPtr AssembleShards(const ShardedData& data) {
+  if (data.sharding.IsReplicated()) return data.shards.at(0);
+  std::vector<ir::Literal> shards;
+  for (const auto& b : data.shards) {
+    AXLE_CHECK(b != nullptr, "a sharded value of {} was read after a step took its shards", data.global.ToString());
+    shards.push_back(*b);
+  }
+  auto out = std::make_shared<ir::Literal>(spmd::AssembleLiteral(shards, data.sharding, data.mesh, data.global));
+  CountHostReshard(static_cast<int64_t>(out->bytes().size()));
+  return out;
+}
+
+std::shared_ptr<ShardedData> SplitIntoShards(const runtime::BufferPtr& global, const ir::Sharding& sharding,
+                                             const ir::Mesh& mesh) {
+  auto data = std::make_shared<ShardedData>();
+  data->mesh = mesh;
+  data->sharding = spmd::NormalizeSharding(sharding, global->type().rank(), mesh);
+  data->global = global->type();
+  if (data->sharding.IsReplicated()) {
+    data->shards.assign(static_cast<size_t>(mesh.size()), global);
+    return data;
+  }
+  for (int64_t d = 0; d < mesh.size(); ++d)
+    data->shards.push_back(std::make_shared<ir::Literal>(spmd::ShardLiteral(*global, data->sharding, mesh, d)));
+  CountHostReshard(static_cast<int64_t>(global->bytes().size()));
+  return data;
+}
+
+std::unique_ptr<ShardedStep> CompileShardedStep(runtime::Backend& backend, const ir::Module& global) {
   if (!global.mesh() || global.mesh()->size() == 1) return nullptr;
   std::unique_ptr<ir::Module> annotated = global.Clone();
+  // Simplified first: folding the tied head's transpose of wte into its dot_general leaves one use
+  // of the FSDP-sharded wte, so the partitioner gathers it once instead of once per layout.
+  passes::RunDefaultPipeline(*annotated);
   spmd::PropagateShardings(*annotated);
   std::unique_ptr<ir::Module> local = spmd::Partition(*annotated);
   if (const std::string dir = flags::dump_dir(); !dir.empty()) {

@@ -1,9 +1,16 @@
 // Running a traced step whose values carry shardings (include/axle/spmd.h) on the process's
 // virtual devices: sharding propagation, the partitioner, one compile of the per-device program,
 // one ReplicatedExecutable step per Execute (docs/spmd.md, "Sharded steps").
+//
+// Values stay on their devices between steps: a step returns each result as its devices' shards
+// (ShardedData), and a later step that wants the same layout takes the shards as they are. Only a
+// value read whole (item(), to_vector) or passed in another layout is assembled or split on the
+// host, and Metrics::host_reshards counts those.
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "ir/module.h"
 #include "runtime/backend.h"
@@ -11,12 +18,44 @@
 
 namespace axle::detail {
 
+// A value held as its devices' shards: shards[d] is device d's local block (padded where the
+// layout does not divide a dimension evenly). A replicated value shares one buffer.
+struct ShardedData {
+  ir::Mesh mesh;
+  ir::Sharding sharding;  // normalized for `global` (spmd::NormalizeSharding)
+  ir::TensorType global;
+  std::vector<runtime::BufferPtr> shards;
+};
+
+// The global value of `data` (a copy, counted in Metrics::host_reshards unless it is replicated).
+runtime::BufferPtr AssembleShards(const ShardedData& data);
+// `global` split into the shards of `sharding` over `mesh` (counted likewise).
+std::shared_ptr<ShardedData> SplitIntoShards(const runtime::BufferPtr& global, const ir::Sharding& sharding,
+                                             const ir::Mesh& mesh);
+
+// The executable of a partitioned step.
+class ShardedStep : public runtime::Executable {
+ public:
+  // An argument: whole (`global`) or as shards (`sharded`). Shards in the parameter's layout are
+  // used as they are (and donated when the caller held the only reference); others are
+  // re-laid out on the host.
+  struct Arg {
+    runtime::BufferPtr global;
+    std::shared_ptr<ShardedData> sharded;
+  };
+  virtual std::vector<std::shared_ptr<ShardedData>> ExecuteSharded(std::vector<Arg> args) = 0;
+
+  virtual const ir::Mesh& mesh() const = 0;
+  // The layouts of the step's parameters and results (normalized).
+  virtual const ir::Sharding& parameter_sharding(size_t index) const = 0;
+  virtual const ir::Sharding& result_sharding(size_t index) const = 0;
+};
+
 // When `global` has a mesh of more than one device: propagates its shardings (a copy), partitions
 // it and compiles the per-device program with `backend`. The executable takes and returns global
-// buffers: Execute splits each argument into its devices' shards (one shared buffer for a
-// replicated one), runs the step on all devices and assembles each result from their shards.
+// buffers to Execute (split into shards and assembled on the host) and shards to ExecuteSharded.
 // Returns nullptr when `global` needs no partitioning (no mesh, or a mesh of one device).
-std::unique_ptr<runtime::Executable> CompileShardedStep(runtime::Backend& backend, const ir::Module& global);
+std::unique_ptr<ShardedStep> CompileShardedStep(runtime::Backend& backend, const ir::Module& global);
 
 // The collective counters of the last sharded step run by this process (summed over devices),
 // and its per-device parameter bytes (for the training log).

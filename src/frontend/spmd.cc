@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -13,6 +14,8 @@
 
 #include "core/flags.h"
 #include "frontend/lazy.h"
+#include "frontend/sharded_step.h"
+#include "spmd/shard_util.h"
 #include "spmd/propagation.h"
 
 namespace axle::spmd {
@@ -72,6 +75,52 @@ std::pair<int64_t, int64_t> Block(const ir::Mesh& mesh, int64_t device, const st
   const int64_t block = (size + n - 1) / n;
   const int64_t i = mesh.ShardIndex(device, axes);
   return {std::min(size, i * block), std::min(size, (i + 1) * block)};
+}
+
+// Copies the box [0, extent) of `src` into the same positions of `dst` (row-major, both of at
+// least that extent): crops a padded shard, or pads a piece into its block.
+void CopyBox(const ir::Literal& src, ir::Literal& dst, const Shape& extent) {
+  const int64_t es = DTypeSize(src.dtype());
+  const std::vector<int64_t>& ext = extent.dims();
+  const int64_t rank = extent.rank();
+  for (int64_t e : ext)
+    if (e == 0) return;
+  if (rank == 0) {
+    std::memcpy(dst.mutable_bytes().data(), src.bytes().data(), static_cast<size_t>(es));
+    return;
+  }
+  auto strides = [&](const Shape& shape) {
+    std::vector<int64_t> st(static_cast<size_t>(rank), 1);
+    for (int64_t d = rank - 2; d >= 0; --d) st[d] = st[d + 1] * shape.dim(d + 1);
+    return st;
+  };
+  const std::vector<int64_t> ss = strides(src.shape()), ds = strides(dst.shape());
+  std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
+  const size_t row = static_cast<size_t>(ext[rank - 1] * es);
+  for (;;) {
+    int64_t so = 0, dof = 0;
+    for (int64_t d = 0; d < rank - 1; ++d) {
+      so += idx[d] * ss[d];
+      dof += idx[d] * ds[d];
+    }
+    std::memcpy(dst.mutable_bytes().data() + dof * es, src.bytes().data() + so * es, row);
+    int64_t d = rank - 2;
+    for (; d >= 0; --d) {
+      if (++idx[d] < ext[d]) break;
+      idx[d] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+// The unpadded extent of device `device`'s block of `global` under `s` (normalized).
+Shape PieceShape(const Shape& global, const ir::Sharding& s, const ir::Mesh& mesh, int64_t device) {
+  std::vector<int64_t> out;
+  for (int64_t k = 0; k < global.rank(); ++k) {
+    const auto [begin, end] = Block(mesh, device, s.dims[static_cast<size_t>(k)], global.dim(k));
+    out.push_back(end - begin);
+  }
+  return Shape(std::move(out));
 }
 
 std::string Range(const char* what, std::pair<int64_t, int64_t> r) {
@@ -141,7 +190,11 @@ ir::Sharding sharding_of(const Tensor& t) {
   ir::Sharding replicated;
   replicated.dims.resize(static_cast<size_t>(t.dim()));
   const bool pending = impl.value != nullptr && impl.epoch == trace.epoch;
-  if (!pending) return impl.sharding.value_or(replicated);
+  if (!pending) {
+    if (impl.sharding) return *impl.sharding;
+    if (impl.data && impl.data->sharding) return *impl.data->sharding;  // a partitioned step's result
+    return replicated;
+  }
   if (impl.value->sharding()) return *impl.value->sharding();
   if (!trace.mesh) return replicated;
   // Propagate over a copy of the pending graph: the trace itself keeps only the user's
@@ -162,6 +215,7 @@ ir::Sharding sharding_of(const Tensor& t) {
   ir::Function* fn = copy->FindFunction(trace.fn->name());
   ir::Value* v = fn->nodes()[node_index]->result(result_index);
   fn->set_results({v});
+  detail::ReplicateUnannotatedParameters(*fn);  // as sync() does
   PropagateShardings(*copy);
   return v->sharding().value_or(replicated);
 }
@@ -171,6 +225,7 @@ std::string visualize_sharding(const Tensor& t) {
   const detail::TensorImpl& impl = *t.impl();
   const detail::Trace& trace = detail::CurrentTrace();
   std::optional<ir::Mesh> mesh = impl.mesh ? impl.mesh : trace.mesh;
+  if (!mesh && impl.data && impl.data->mesh) mesh = impl.data->mesh;
   if (!mesh && get_global_mesh()) mesh = get_global_mesh()->ir_mesh();
   std::string out = fmt::format("{} {}", t.type_string(), s.ToString());
   if (!mesh) return out + " (no mesh: one device holds it all)\n";
@@ -221,6 +276,82 @@ std::string visualize_sharding(const Tensor& t) {
     out += fmt::format("  [{}]  {}\n", fmt::join(ranges, ", "), devices(ds));
   }
   return out;
+}
+
+std::vector<Tensor> local_shards(const Tensor& t) {
+  AXLE_CHECK(t.defined(), "local_shards of an undefined tensor");
+  detail::TensorImpl& impl = *t.impl();
+  if (impl.data == nullptr) sync();  // runs the tensor's step (reading its shards does not assemble them)
+  AXLE_CHECK(impl.data != nullptr, "local_shards: tensor {} was not computed by sync()", TensorName(t));
+  std::shared_ptr<detail::ShardedData> data = impl.data->GetSharded();
+  if (data == nullptr) {
+    if (!impl.sharding) return {t};  // one device holds it all
+    data = detail::SplitIntoShards(impl.data->Get(), *impl.sharding, *impl.mesh);  // marked, not yet run
+  }
+  std::vector<Tensor> out;
+  for (int64_t d = 0; d < data->mesh.size(); ++d) {
+    const ir::Literal& shard = *data->shards[static_cast<size_t>(d)];
+    ir::Literal piece(ir::TensorType(shard.dtype(), PieceShape(data->global.shape, data->sharding, data->mesh, d)));
+    CopyBox(shard, piece, piece.shape());
+    out.push_back(detail::MakeMaterialized(std::make_shared<ir::Literal>(std::move(piece)),
+                                           fmt::format("local shard {} of {}", d, TensorName(t))));
+  }
+  return out;
+}
+
+Tensor from_local_shards(const std::vector<Tensor>& shards, const Dims& shape, const Mesh& mesh,
+                         const PartitionSpec& spec) {
+  if (shards.empty()) Fail("from_local_shards: no shards; give one tensor per device of mesh {}", mesh.ToString());
+  AXLE_CHECK(shards[0].defined(), "from_local_shards: shard 0 is an undefined tensor");
+  const DType dtype = shards[0].dtype();
+  const std::string global_type = ir::TensorType(dtype, Shape(shape)).ToString();
+  const std::string what =
+      fmt::format("from_local_shards({} shards, global {}, mesh {}, spec {})", shards.size(), global_type,
+                  mesh.ToString(), SpecString(spec));
+  CheckDevices(mesh, what);
+  if (static_cast<int64_t>(shards.size()) != mesh.size())
+    Fail("{}: the mesh has {} devices; give exactly one shard per device, in device order", what, mesh.size());
+  // The layout, checked as mark_sharding checks it (a placeholder tensor of the global type).
+  auto data = std::make_shared<detail::ShardedData>();
+  data->mesh = mesh.ir_mesh();
+  data->global = ir::TensorType(dtype, Shape(shape));
+  for (int64_t e : shape)
+    if (e < 0) Fail("{}: the global shape has a negative dimension", what);
+  if (static_cast<int64_t>(spec.size()) > static_cast<int64_t>(shape.size()))
+    Fail("{}: the spec has {} entries but the global shape has {} dimensions", what, spec.size(), shape.size());
+  ir::Sharding s;
+  s.dims.resize(shape.size());
+  std::set<std::string> used;
+  for (size_t k = 0; k < spec.size(); ++k)
+    for (const std::string& axis : spec[k].names) {
+      if (!mesh.ir_mesh().HasAxis(axis))
+        Fail("{}: dimension {} names axis '{}', which the mesh does not have (its axes: {})", what, k, axis,
+             fmt::join(mesh.axis_names(), ", "));
+      if (!used.insert(axis).second)
+        Fail("{}: axis '{}' is used twice; a mesh axis splits at most one dimension", what, axis);
+      s.dims[k].push_back(axis);
+    }
+  data->sharding = NormalizeSharding(s, static_cast<int64_t>(shape.size()), mesh.ir_mesh());
+  const Shape block = LocalShape(data->global.shape, data->sharding, data->mesh);
+  for (int64_t d = 0; d < mesh.size(); ++d) {
+    const Tensor& piece = shards[static_cast<size_t>(d)];
+    AXLE_CHECK(piece.defined(), "{}: shard {} is an undefined tensor", what, d);
+    const Shape want = PieceShape(data->global.shape, data->sharding, data->mesh, d);
+    if (piece.dtype() != dtype || Shape(piece.sizes()) != want)
+      Fail("{}: device {}'s shard is {}, but its block of the global tensor is {}", what, d, piece.type_string(),
+           ir::TensorType(dtype, want).ToString());
+    runtime::BufferPtr b = detail::Materialize(piece);
+    if (want == block) {
+      data->shards.push_back(std::move(b));
+      continue;
+    }
+    auto padded = std::make_shared<ir::Literal>(ir::TensorType(dtype, block));  // zero padding
+    CopyBox(*b, *padded, want);
+    data->shards.push_back(std::move(padded));
+  }
+  if (data->sharding.IsReplicated()) data->shards.assign(data->shards.size(), data->shards[0]);
+  return detail::MakeMaterializedSharded(std::move(data), fmt::format("from_local_shards ({} {})", global_type,
+                                                                      SpecString(spec)));
 }
 
 }  // namespace axle::spmd

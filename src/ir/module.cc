@@ -47,6 +47,9 @@ void Function::EraseNode(Node* node) {
 }
 
 void Function::ReplaceAllUsesWith(Value* from, Value* to) {
+  // The replacement is the same value: a sharding annotation on `from` (a user's constraint)
+  // holds for it too, unless it has its own.
+  if (from->sharding() && !to->sharding() && from->type() == to->type()) to->set_sharding(from->sharding());
   for (auto& n : nodes_)
     for (size_t i = 0; i < n->num_operands(); ++i)
       if (n->operand(i) == from) n->set_operand(i, to);

@@ -119,7 +119,8 @@ class Function {
                    const std::vector<TensorType>& result_types);
   // Removes `node`. The caller guarantees that nothing uses its results.
   void EraseNode(Node* node);
-  // Replaces every use of `from` (operands and function results) with `to`.
+  // Replaces every use of `from` (operands and function results) with `to`; `to` takes `from`'s
+  // sharding when it has none (a rewrite keeps the user's layout constraints).
   void ReplaceAllUsesWith(Value* from, Value* to);
   // Position of `node` in nodes(), or -1.
   int64_t IndexOf(const Node* node) const;

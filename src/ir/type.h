@@ -33,6 +33,12 @@ struct Sharding {
   std::vector<std::string> partial;
 
   std::string ToString() const;
+  // No dimension split and nothing partial: every device holds the whole value.
+  bool IsReplicated() const {
+    for (const auto& d : dims)
+      if (!d.empty()) return false;
+    return partial.empty();
+  }
   bool operator==(const Sharding&) const = default;
 };
 

@@ -168,19 +168,24 @@ int64_t BatchLoader::StepsPerEpoch() const {
   return std::max<int64_t>(1, n / (batch_ * seq_));
 }
 
-Batch BatchLoader::Get(int64_t step) const {
+Batch BatchLoader::Get(int64_t step) const { return GetRows(step, 0, batch_); }
+
+Batch BatchLoader::GetRows(int64_t step, int64_t first_row, int64_t rows) const {
   AXLE_CHECK(step >= 0, "step {} is negative", step);
+  AXLE_CHECK(first_row >= 0 && rows >= 0 && first_row + rows <= batch_,
+             "rows [{}, {}) are not in a batch of {} rows", first_row, first_row + rows, batch_);
   const auto n = static_cast<int64_t>(tokens_.size());
   const int64_t bt = batch_ * seq_;
   // The start modulo n first, so step * bt cannot overflow for any step a run reaches... and
   // (step % n) * (bt % n) < n^2 stays in range for any stream that fits in memory.
-  const int64_t start = ((step % n) * (bt % n)) % n;
+  const int64_t start = (((step % n) * (bt % n)) % n + (first_row * seq_) % n) % n;
+  const int64_t count = rows * seq_;
   Batch b;
-  b.inputs.resize(static_cast<size_t>(bt));
-  b.targets.resize(static_cast<size_t>(bt));
+  b.inputs.resize(static_cast<size_t>(count));
+  b.targets.resize(static_cast<size_t>(count));
   int64_t pos = start;
   int32_t cur = tokens_[pos];
-  for (int64_t j = 0; j < bt; ++j) {
+  for (int64_t j = 0; j < count; ++j) {
     pos = pos + 1 == n ? 0 : pos + 1;
     const int32_t next = tokens_[pos];
     b.inputs[j] = cur;

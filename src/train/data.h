@@ -72,6 +72,9 @@ class BatchLoader {
 
   // The batch of step `step` (>= 0).
   Batch Get(int64_t step) const;
+  // Rows [first_row, first_row + rows) of that batch: the slice one device of a batch-sharded
+  // mesh loads (sharded data loading). Throws axle::Error when the rows are not in the batch.
+  Batch GetRows(int64_t step, int64_t first_row, int64_t rows) const;
 
   int64_t batch() const { return batch_; }
   int64_t seq() const { return seq_; }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -116,6 +117,31 @@ void PrintProgress(int64_t done, int64_t total, double loss, double tok_s) {
   std::cerr << fmt::format("\r[{}{}] {}/{} loss {:.4f} {:.0f} tok/s", std::string(filled, '#'),
                            std::string(width - filled, ' '), done, total, loss, tok_s)
             << std::flush;
+}
+
+// The batch of `step` as each device's slice (sharded data loading): a device loads only the rows
+// its coordinates along the batch axes select; devices that differ only in other axes (tp) share
+// one load.
+std::pair<Tensor, Tensor> LoadShardedBatch(const BatchLoader& loader, int64_t step, const spmd::Mesh& mesh) {
+  const spmd::PartitionSpec spec = BatchSpec(mesh);
+  const ir::Mesh& m = mesh.ir_mesh();
+  const int64_t rows = loader.batch() / m.AxesSize(spec[0].names);  // Train checked that it divides
+  std::map<int64_t, std::pair<Tensor, Tensor>> slices;  // block index -> (inputs, targets)
+  std::vector<Tensor> xs, ys;
+  for (int64_t d = 0; d < m.size(); ++d) {
+    const int64_t block = m.ShardIndex(d, spec[0].names);
+    auto it = slices.find(block);
+    if (it == slices.end()) {
+      Batch b = loader.GetRows(step, block * rows, rows);
+      it = slices.emplace(block, std::make_pair(from_vector<int32_t>(b.inputs, {rows, loader.seq()}, DType::kI32),
+                                                from_vector<int32_t>(b.targets, {rows, loader.seq()}, DType::kI32)))
+               .first;
+    }
+    xs.push_back(it->second.first);
+    ys.push_back(it->second.second);
+  }
+  const Dims shape = {loader.batch(), loader.seq()};
+  return {spmd::from_local_shards(xs, shape, mesh, spec), spmd::from_local_shards(ys, shape, mesh, spec)};
 }
 
 }  // namespace
@@ -234,12 +260,13 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
   for (int64_t step = 0; step < o.steps; ++step) {
     const double lr = optim::lr_at(step, o.steps, o.lr, o.warmup, o.schedule);
     opt.set_lr(lr);
-    Batch b = loader.Get(step);
-    Tensor x = from_vector<int32_t>(b.inputs, {o.batch, o.seq}, DType::kI32);
-    Tensor y = from_vector<int32_t>(b.targets, {o.batch, o.seq}, DType::kI32);
+    Tensor x, y;
     if (mesh) {
-      spmd::mark_sharding(x, *mesh, BatchSpec(*mesh));
-      spmd::mark_sharding(y, *mesh, BatchSpec(*mesh));
+      std::tie(x, y) = LoadShardedBatch(loader, step, *mesh);
+    } else {
+      Batch b = loader.Get(step);
+      x = from_vector<int32_t>(b.inputs, {o.batch, o.seq}, DType::kI32);
+      y = from_vector<int32_t>(b.targets, {o.batch, o.seq}, DType::kI32);
     }
     const double compile_before = metrics().compile_s;
     opt.zero_grad();

@@ -167,5 +167,78 @@ TEST_F(SpmdApiTest, OneStepUsesOneMesh) {
               HasSubstr("this step already uses mesh [a=4]"));
 }
 
+// local_shards gives each device's block without padding; from_local_shards builds the global
+// tensor from them (sharded data loading) and computes like any other.
+TEST_F(SpmdApiTest, LocalShardsAndFromLocalShardsRoundTrip) {
+  Mesh mesh({2, 2}, {"dp", "tp"});
+  std::vector<float> v(30);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i);
+  Tensor g = from_vector<float>(v, Dims{5, 6}, DType::kF32);  // 5 rows over dp: blocks of 3 and 2
+  mark_sharding(g, mesh, {"dp", "tp"});
+  std::vector<Tensor> shards = local_shards(g);
+  ASSERT_EQ(shards.size(), 4u);
+  EXPECT_EQ(shards[0].sizes(), (Dims{3, 3}));
+  EXPECT_EQ(shards[3].sizes(), (Dims{2, 3}));
+  EXPECT_EQ(shards[1].to_vector<float>(), (std::vector<float>{3, 4, 5, 9, 10, 11, 15, 16, 17}));
+  EXPECT_EQ(shards[3].to_vector<float>(), (std::vector<float>{21, 22, 23, 27, 28, 29}));
+
+  Tensor back = from_local_shards(shards, {5, 6}, mesh, {"dp", "tp"});
+  EXPECT_EQ(sharding_of(back).ToString(), "{[dp], [tp]}");
+  EXPECT_EQ(back.to_vector<float>(), v);
+  std::vector<float> twice;
+  for (float x : v) twice.push_back(2 * x + 1);
+  EXPECT_EQ((back * 2.0 + 1.0).to_vector<float>(), twice);
+  // A replicated dimension: every device gives all of it.
+  std::vector<Tensor> rows;
+  for (int d = 0; d < 4; ++d) rows.push_back(from_vector<float>(std::vector<float>{1.0f * (d / 2), 7}, Dims{1, 2}, DType::kF32));
+  EXPECT_EQ(from_local_shards(rows, {2, 2}, mesh, {"dp"}).to_vector<float>(), (std::vector<float>{0, 7, 1, 7}));
+  // An unsharded tensor is one piece.
+  EXPECT_EQ(local_shards(zeros({3})).size(), 1u);
+}
+
+TEST_F(SpmdApiTest, FromLocalShardsRejectsWrongShards) {
+  Mesh mesh({4}, {"dp"});
+  std::vector<Tensor> three(3, zeros({2, 3}));
+  EXPECT_THAT(ErrorOf([&] { from_local_shards(three, {8, 3}, mesh, {"dp"}); }),
+              AllOf(HasSubstr("from_local_shards(3 shards, global f32[8,3], mesh [dp=4], spec ('dp',))"),
+                    HasSubstr("one shard per device")));
+  std::vector<Tensor> four(4, zeros({2, 3}));
+  four[2] = zeros({3, 3});
+  EXPECT_THAT(ErrorOf([&] { from_local_shards(four, {8, 3}, mesh, {"dp"}); }),
+              HasSubstr("device 2's shard is f32[3,3], but its block of the global tensor is f32[2,3]"));
+  four[2] = zeros({2, 3});
+  EXPECT_THAT(ErrorOf([&] { from_local_shards(four, {8, 3}, mesh, {"tp"}); }), HasSubstr("axis 'tp'"));
+  EXPECT_THAT(ErrorOf([&] { from_local_shards(four, {8, 3}, mesh, {"dp", "dp"}); }),
+              HasSubstr("axis 'dp' is used twice"));
+}
+
+// A partitioned step leaves its results as shards on the devices; the next step reads them there.
+// Only reading a value whole goes through the host (Metrics::host_reshards).
+TEST_F(SpmdApiTest, ShardedValuesStayOnTheirDevicesBetweenSteps) {
+  Mesh mesh({4}, {"fsdp"});
+  std::vector<Tensor> pieces;
+  std::vector<float> want;
+  for (int d = 0; d < 4; ++d) {
+    pieces.push_back(from_vector<float>(std::vector<float>{2.0f * d, 2.0f * d + 1}, Dims{2}, DType::kF32));
+    want.push_back(2.0f * d);
+    want.push_back(2.0f * d + 1);
+  }
+  Tensor w = from_local_shards(pieces, {8}, mesh, {"fsdp"});
+  Tensor x = full({8}, 0.25);  // not sharded by anyone: replicated
+  sync();
+  const int64_t before = metrics().host_reshards;
+  for (int s = 0; s < 3; ++s) {
+    w = w * 0.5 + x;
+    sync();
+    for (float& v : want) v = v * 0.5f + 0.25f;
+  }
+  EXPECT_EQ(sharding_of(w).ToString(), "{[fsdp]}");
+  EXPECT_EQ(metrics().host_reshards, before);
+  EXPECT_EQ(local_shards(w)[3].to_vector<float>(), (std::vector<float>{want[6], want[7]}));
+  EXPECT_EQ(metrics().host_reshards, before);
+  EXPECT_EQ(w.to_vector<float>(), want);  // assembled once, on the host
+  EXPECT_EQ(metrics().host_reshards, before + 1);
+}
+
 }  // namespace
 }  // namespace axle::spmd
