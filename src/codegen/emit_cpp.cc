@@ -373,8 +373,33 @@ std::string Expr(const Node& n, const std::vector<std::string>& a, const EmitOpt
   }
 }
 
+// How a loop names its flat index i. A kernel whose loop runs over rows of L elements (row r,
+// column j: i = r * L + j, 0 <= j < L) has its index arithmetic rewritten in r and j, so a bias
+// broadcast along the rows reads in[j] (contiguous: a vector load, not a gather of i % L) and a
+// per-row value reads in[r] (one load per row).
+struct Index {
+  int64_t row = 0;       // L; 0: only the flat i
+  std::string r = "r";   // the row and column variables
+  std::string j = "j";
+
+  // Coordinate (i / stride) % extent of flat index i (no modulo when `mod` is false).
+  std::string Coord(int64_t stride, int64_t extent, bool mod) const {
+    const int64_t L = row;
+    if (L > 0 && L % (stride * extent) == 0) {  // within a row: a function of j alone
+      std::string c = stride == 1 ? j : fmt::format("({} / {})", j, stride);
+      return mod && stride * extent != L ? fmt::format("({} % {})", c, extent) : c;
+    }
+    if (L > 0 && stride % L == 0) {  // whole rows: a function of r alone
+      std::string c = stride == L ? r : fmt::format("({} / {})", r, stride / L);
+      return mod ? fmt::format("({} % {})", c, extent) : c;
+    }
+    std::string c = stride == 1 ? "i" : fmt::format("(i / {})", stride);
+    return mod ? fmt::format("({} % {})", c, extent) : c;
+  }
+};
+
 // Flat index into broadcast_in_dim's operand for flat output index `i`.
-std::string BroadcastIndex(const Node& n) {
+std::string BroadcastIndex(const Node& n, const Index& ix) {
   const std::vector<int64_t>& out = n.result()->shape().dims();
   const std::vector<int64_t>& in = n.operand(0)->shape().dims();
   const std::vector<int64_t>& dims = n.attrs_as<ir::BroadcastInDimAttrs>().dims;
@@ -385,9 +410,7 @@ std::string BroadcastIndex(const Node& n) {
   for (size_t k = 0; k < in.size(); ++k) {
     if (in[k] == 1) continue;
     const size_t od = static_cast<size_t>(dims[k]);
-    std::string coord = "i";
-    if (out_stride[od] != 1) coord = fmt::format("(i / {})", out_stride[od]);
-    if (od != 0) coord = fmt::format("({} % {})", coord, out[od]);
+    std::string coord = ix.Coord(out_stride[od], out[od], od != 0);
     std::string term = in_stride[k] == 1 ? coord : fmt::format("{} * {}", coord, in_stride[k]);
     e += e.empty() ? term : " + " + term;
   }
@@ -401,17 +424,14 @@ std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& dims) {
 }
 
 // Coordinate d of the flat index i of a row-major array of `dims`.
-std::string Coord(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, size_t d) {
-  std::string c = "i";
-  if (strides[d] != 1) c = fmt::format("(i / {})", strides[d]);
-  if (d != 0) c = fmt::format("({} % {})", c, dims[d]);
-  return c;
+std::string Coord(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, size_t d, const Index& ix) {
+  return ix.Coord(strides[d], dims[d], d != 0);
 }
 
 // Flat index into a slice's or transpose's operand for flat output index `i`. Output dims of size
 // 1 are dropped and adjacent dims that stay contiguous in the operand are merged first, so a
 // slice along the leading dim is `i + offset` (no division, vectorises).
-std::string MappedIndex(const Node& n) {
+std::string MappedIndex(const Node& n, const Index& ix) {
   const std::vector<int64_t>& out = n.result()->shape().dims();
   const std::vector<int64_t>& in = n.operand(0)->shape().dims();
   const std::vector<int64_t> is = RowMajorStrides(in);
@@ -438,7 +458,7 @@ std::string MappedIndex(const Node& n) {
   const std::vector<int64_t> os = RowMajorStrides(size);
   std::vector<std::string> terms;
   for (size_t d = 0; d < size.size(); ++d) {
-    const std::string c = Coord(size, os, d);
+    const std::string c = Coord(size, os, d, ix);
     terms.push_back(step[d] == 1 ? c : fmt::format("{} * {}", c, step[d]));
   }
   if (offset != 0 || terms.empty()) terms.push_back(fmt::format("{}", offset));
@@ -446,10 +466,10 @@ std::string MappedIndex(const Node& n) {
 }
 
 // iota's value at flat index i: its coordinate along `dim`, converted as `convert` would.
-std::string IotaExpr(const Node& n) {
+std::string IotaExpr(const Node& n, const Index& ix) {
   const std::vector<int64_t>& out = n.result()->shape().dims();
   const size_t d = static_cast<size_t>(n.attrs_as<ir::IotaAttrs>().dim);
-  const std::string c = fmt::format("static_cast<int64_t>({})", Coord(out, RowMajorStrides(out), d));
+  const std::string c = fmt::format("static_cast<int64_t>({})", Coord(out, RowMajorStrides(out), d, ix));
   const DType r = n.result()->dtype();
   if (r == DType::kBool) return c + " != 0";
   return fmt::format("static_cast<{}>({})", CType(r), c);
@@ -495,9 +515,25 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
     const char* st = SType(k.outputs[j]->dtype());
     s += fmt::format("  {0}* out{1} = static_cast<{0}*>(out[{1}]);\n", st, j);
   }
-  // The loop body at flat (prologue) index i, indented by `ind`.
+  // The loop body at flat (prologue) index i, indented by `ind`. Loops run over rows where that
+  // removes index arithmetic: a loop kernel with broadcasts, slices, transposes or iota (rows of
+  // its last dimension), and every reduction (rows of its reduced or kept extent).
+  Index ix;
+  if (k.reduce == nullptr) {
+    for (const Node* n : k.nodes)
+      if (n->op() == OpKind::kBroadcastInDim || IsIndexMap(*n) || n->op() == OpKind::kIota) {
+        const Shape& shape = n->result()->shape();
+        ix.row = shape.rank() > 0 ? shape.dim(shape.rank() - 1) : 0;
+        break;
+      }
+    if (ix.row < 8 || ix.row >= k.num_elements) ix.row = 0;  // short rows: the flat loop is faster
+  } else if (!k.column) {
+    ix = Index{k.reduced, "o", "(r0 + r)"};
+  } else {
+    ix = Index{k.num_elements, "r", "(b0 + j)"};
+  }
   std::string body;
-  const std::string ind = k.reduce == nullptr ? "    " : "        ";
+  const std::string ind = k.reduce == nullptr && ix.row == 0 ? "    " : k.reduce == nullptr ? "      " : "        ";
   std::unordered_map<const Value*, std::string> var;
   auto load = [&](const Value* v, const std::string& index) {
     if (InlinedConstant(v)) return ConstantText(v);
@@ -518,11 +554,11 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
     std::string e;
     if (n->op() == OpKind::kBroadcastInDim) {
       const Value* x = n->operand(0);
-      e = members.count(x->node()) ? operand(x) : load(x, BroadcastIndex(*n));
+      e = members.count(x->node()) ? operand(x) : load(x, BroadcastIndex(*n, ix));
     } else if (IsIndexMap(*n)) {
-      e = load(n->operand(0), MappedIndex(*n));  // the operand is never a member (fusion.h)
+      e = load(n->operand(0), MappedIndex(*n, ix));  // the operand is never a member (fusion.h)
     } else if (n->op() == OpKind::kIota) {
-      e = IotaExpr(*n);
+      e = IotaExpr(*n, ix);
     } else if (n->op() == OpKind::kReshape) {
       e = operand(n->operand(0));
     } else {
@@ -546,8 +582,18 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
     // No __restrict: an output may alias an input read only at index i (emit_cpp.h). Every
     // iteration reads all its inputs before it stores, and iterations are independent, so ivdep
     // (no loop-carried dependence) lets GCC vectorise without runtime alias checks.
+    if (ix.row == 0) {
+      s += "#pragma GCC ivdep\n";
+      s += "  for (int64_t i = begin; i < end; ++i) {\n" + body + "  }\n}\n";
+      return;
+    }
+    const int64_t L = ix.row;
+    s += fmt::format("  for (int64_t r = begin / {0}, j0 = begin % {0}; r * {0} < end; ++r, j0 = 0) {{\n", L);
+    s += fmt::format("    const int64_t j1 = end - r * {0} < {0} ? end - r * {0} : {0};\n", L);
     s += "#pragma GCC ivdep\n";
-    s += "  for (int64_t i = begin; i < end; ++i) {\n" + body + "  }\n}\n";
+    s += "    for (int64_t j = j0; j < j1; ++j) {\n";
+    s += fmt::format("      const int64_t i = r * {} + j;\n", L);
+    s += body + "    }\n  }\n}\n";
     return;
   }
   // A reduction: the interpreter's numerics (cpu_kernels_reduce.cc): accumulate in double from -0

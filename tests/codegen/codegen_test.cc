@@ -275,10 +275,9 @@ TEST(EmitTest, OneLoopPerFusedKernel) {
   BuildLayerNorm(m, 4, 8);
   auto ks = FuseOptimized(m);
   codegen::EmittedModule em = codegen::EmitCpp(ks);
-  size_t loops = 0;
-  for (size_t p = em.source.find("for (int64_t i = begin"); p != std::string::npos;
-       p = em.source.find("for (int64_t i = begin", p + 1))
-    ++loops;
+  size_t loops = 0;  // flat loops, or loops over rows
+  for (const char* head : {"for (int64_t i = begin", "for (int64_t r = begin"})
+    for (size_t p = em.source.find(head); p != std::string::npos; p = em.source.find(head, p + 1)) ++loops;
   EXPECT_EQ(loops, static_cast<size_t>(CountFused(ks) - CountReductions(ks))) << em.source;
   size_t reductions = 0;
   for (size_t p = em.source.find("for (int64_t o = begin"); p != std::string::npos;
@@ -327,11 +326,30 @@ TEST(EmitTest, IvdepLoopsWithoutRestrict) {
   auto ks = FuseOptimized(m);
   const std::string src = codegen::EmitCpp(ks).source;
   EXPECT_EQ(src.find("__restrict"), std::string::npos) << src;
-  size_t ivdep = 0;
-  for (size_t p = src.find("#pragma GCC ivdep\n  for (int64_t i = begin"); p != std::string::npos;
-       p = src.find("#pragma GCC ivdep\n  for (int64_t i = begin", p + 1))
-    ++ivdep;
+  size_t ivdep = 0;  // on the flat loop, or on the loop within a row
+  for (const char* head : {"#pragma GCC ivdep\n  for (int64_t i = begin", "#pragma GCC ivdep\n    for (int64_t j = j0"})
+    for (size_t p = src.find(head); p != std::string::npos; p = src.find(head, p + 1)) ++ivdep;
   EXPECT_EQ(ivdep, static_cast<size_t>(CountFused(ks) - CountReductions(ks))) << src;
+}
+
+// A broadcast along rows is read at the column (a vector load), a per-row value at the row: the
+// loop runs over rows of the last dimension and no index is divided or taken modulo.
+TEST(EmitTest, BroadcastsInRowLoopsNeedNoDivision) {
+  ir::Module m("bias");
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, F32({16, 64}), "x");
+  Value* bias = b.Parameter(1, F32({64}), "bias");
+  Value* scale = b.Parameter(2, F32({16}), "scale");
+  Value* y = b.Binary(OpKind::kAdd, x, b.BroadcastInDim(bias, Shape{16, 64}, {1}));
+  b.Return({b.Binary(OpKind::kMul, y, b.BroadcastInDim(scale, Shape{16, 64}, {0}))});
+  auto ks = FuseOptimized(m);
+  ASSERT_EQ(CountFused(ks), 1) << codegen::DescribeKernels(ks);
+  const std::string src = codegen::EmitCpp(ks).source;
+  EXPECT_NE(src.find("for (int64_t r = begin / 64, j0 = begin % 64;"), std::string::npos) << src;
+  EXPECT_NE(src.find("[j];  // broadcast_in_dim"), std::string::npos) << src;  // the bias
+  EXPECT_NE(src.find("[r];  // broadcast_in_dim"), std::string::npos) << src;  // the row's scale
+  EXPECT_EQ(src.find("(i % "), std::string::npos) << src;
+  EXPECT_EQ(src.find("(i / "), std::string::npos) << src;
 }
 
 TEST(EmitTest, InputsReadAtIndex) {
