@@ -17,6 +17,7 @@ std::unique_ptr<Pass> MakeSimplifyPass();
 std::unique_ptr<Pass> MakeFoldPass();
 std::unique_ptr<Pass> MakeDotTransposeFoldPass();
 std::unique_ptr<Pass> MakeDefaultPipelinePass();
+std::unique_ptr<Pass> MakeSplitReductionsPass();
 
 // The names of simplify's rewrite rules, in table order.
 std::vector<std::string_view> SimplifyRuleNames();

@@ -27,6 +27,7 @@ std::vector<Factory>& Factories() {
       MakeFoldPass,
       MakeDotTransposeFoldPass,
       MakeDefaultPipelinePass,
+      MakeSplitReductionsPass,
   };
   return factories;
 }

@@ -466,6 +466,32 @@ TEST(CompiledBackendTest, ReductionWithProloguesBitwiseEqual) {
   }
 }
 
+// Fast math splits a full reduction of >= 64K elements into 64 row results and their reduction
+// (passes/split_reductions.cc), so it runs on every core: max stays bitwise, a sum is within a
+// few ulps of the interpreter's one long double sum. Exact math keeps the single reduction.
+TEST(CompiledBackendTest, FullReductionsSplitInFastMath) {
+  ir::Module m("norms");
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, F32({384, 1024}), "x");
+  Value* t = b.Transpose(x, {1, 0});  // the gradient norm of a transposed weight
+  b.Return({b.Reduce(b.Mul(t, t), ReduceKind::kSum, {0, 1}), b.Reduce(x, ReduceKind::kMax, {0, 1})});
+  const std::vector<Literal> args = {RandomLiteral(DType::kF32, {384, 1024}, 7)};
+  std::vector<BufferPtr> want = runtime::GetBackend("interpreter").Compile(m)->Execute(Buffers(args));
+  for (bool fast : {true, false}) {
+    FastMathScope scope(fast);
+    auto exe = runtime::GetBackend("compiled").Compile(m);
+    std::vector<BufferPtr> got = exe->Execute(Buffers(args));
+    const double w = want[0]->GetDouble(0), g = got[0]->GetDouble(0);
+    if (fast)
+      EXPECT_NEAR(g, w, 4 * std::abs(w) * 0x1p-24) << "sum of squares";
+    else
+      EXPECT_TRUE(runtime::testutil::SameBits(*want[0], *got[0])) << g << " vs " << w;
+    EXPECT_TRUE(runtime::testutil::SameBits(*want[1], *got[1])) << "max, fast " << fast;
+    // Two levels in fast math (a [64] row-result reduce after each), one in exact math.
+    EXPECT_EQ(exe->last_stats().kernels_run, fast ? 4 : 2) << "fast " << fast;
+  }
+}
+
 // Empty reductions (sum: +0, max: -inf, min: +inf) and the max/min rules: a NaN wins, +0 beats
 // -0 for max and -0 beats +0 for min, in rows and in columns.
 TEST(CompiledBackendTest, ReductionWithPrologueEdgeCases) {
