@@ -18,6 +18,7 @@
 #include <string_view>
 
 #include "ir/attrs.h"
+#include "ir/shape_inference.h"
 #include "passes/pass.h"
 #include "passes/pass_list.h"
 #include "passes/pass_util.h"
@@ -166,6 +167,30 @@ const std::vector<Rule>& Rules() {
          if (IsIdentityPerm(r)) return inner->operand(0);
          return e.Emit(OpKind::kTranspose, {inner->operand(0)}, ir::TransposeAttrs{r},
                        n.result()->type());
+       }},
+      // transpose(dot_general(a, b), q) -> dot_general(b, a) when q keeps the batch dims and
+      // swaps the two groups of free dims: the result of dot(a, b) is [batch, a's free, b's
+      // free], that of dot(b, a) [batch, b's free, a's free]. Each element is the same sum over
+      // the same contracting pairs in the same order, of b*a = a*b: bitwise equal. (Weight
+      // gradients come out of autodiff this way; without the transpose their consumers read
+      // them contiguously and nothing is materialized transposed.)
+      {"transpose-dot", OpKind::kTranspose,
+       [](const Node& n, Emitter& e) -> Value* {
+         const Node* dot = n.operand(0)->node();
+         if (dot->op() != OpKind::kDotGeneral) return nullptr;
+         const auto& d = dot->attrs_as<ir::DotGeneralAttrs>();
+         const auto& q = n.attrs_as<ir::TransposeAttrs>().perm;
+         const auto nb = static_cast<int64_t>(d.lhs_batch.size());
+         const auto f1 = static_cast<int64_t>(
+             ir::DotFreeDims(dot->operand(0)->type().rank(), d.lhs_batch, d.lhs_contracting).size());
+         const auto f2 = static_cast<int64_t>(q.size()) - nb - f1;
+         if (f1 == 0 || f2 == 0) return nullptr;
+         for (int64_t i = 0; i < static_cast<int64_t>(q.size()); ++i) {
+           const int64_t want = i < nb ? i : i < nb + f2 ? i + f1 : i - f2;
+           if (q[static_cast<size_t>(i)] != want) return nullptr;
+         }
+         ir::DotGeneralAttrs swapped{d.rhs_batch, d.lhs_batch, d.rhs_contracting, d.lhs_contracting};
+         return e.Emit(OpKind::kDotGeneral, {dot->operand(1), dot->operand(0)}, swapped, n.result()->type());
        }},
       // reshape(x) to x's own shape -> x;  reshape(reshape(x)) -> reshape(x)  (row-major order
       // is kept by both, so only the final shape matters)
