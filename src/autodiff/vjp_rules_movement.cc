@@ -44,7 +44,9 @@ Cotangents TransposeVjp(Builder& b, const Node& n, G g) {
 }
 
 // slice: g padded with zeros back into x's shape: low = start, interior = stride - 1, high = the
-// rest. An empty slice gives zeros.
+// rest. An empty slice gives zeros. The zeros are -0.0, the additive identity (x + -0 is x for
+// every x, -0 included): the gradients of slices that split a tensor are summed, and simplify's
+// add-adjacent-pads turns that sum of pads into one concatenate only when the padding is -0.
 Cotangents SliceVjp(Builder& b, const Node& n, G g) {
   const auto& s = n.attrs_as<ir::SliceAttrs>();
   const Shape& in = X(n)->shape();
@@ -57,7 +59,7 @@ Cotangents SliceVjp(Builder& b, const Node& n, G g) {
     p.interior.push_back(s.strides[i] - 1);
     p.high.push_back(in.dim(i) - 1 - last);
   }
-  return {b.Build1(OpKind::kPad, {g[0], ScalarConst(b, g[0]->dtype(), 0.0)}, std::move(p))};
+  return {b.Build1(OpKind::kPad, {g[0], ScalarConst(b, g[0]->dtype(), -0.0)}, std::move(p))};
 }
 
 // pad(x, v){low, high, interior}: undo the edge padding with the negated amounts (which also

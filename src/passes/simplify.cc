@@ -112,6 +112,55 @@ Value* SelfIdempotent(const Node& n, Emitter&) {
   return n.operand(0) == n.operand(1) ? n.operand(0) : nullptr;
 }
 
+// add(pad(a, z), pad(b, z)) -> pad(concatenate(a, b, dim d), z) for z = -0.0 (floats) or 0
+// (integers), when both pads are plain (no interior, no cropping), agree on every dim but d, and
+// a's and b's blocks along d are adjacent (a first, or b first). Exact: inside a's block the sum
+// is a + z = a (x + -0 is x for every x), inside b's b, elsewhere z + z = z. This is the gradient
+// of slices that split a tensor (autodiff pads a slice's gradient with -0 for this reason).
+Value* AddAdjacentPads(const Node& n, Emitter& e) {
+  const Node* pa = n.operand(0)->node();
+  const Node* pb = n.operand(1)->node();
+  if (pa->op() != OpKind::kPad || pb->op() != OpKind::kPad) return nullptr;
+  if (!IsZero(pa->operand(1), /*negative=*/true) || !IsZero(pb->operand(1), /*negative=*/true)) return nullptr;
+  const auto& A = pa->attrs_as<ir::PadAttrs>();
+  const auto& B = pb->attrs_as<ir::PadAttrs>();
+  int64_t dim = -1;
+  for (size_t i = 0; i < A.low.size(); ++i) {
+    if (A.interior[i] != 0 || B.interior[i] != 0 || A.low[i] < 0 || A.high[i] < 0 || B.low[i] < 0 || B.high[i] < 0)
+      return nullptr;
+    if (A.low[i] == B.low[i] && A.high[i] == B.high[i]) continue;
+    if (dim >= 0) return nullptr;
+    dim = static_cast<int64_t>(i);
+  }
+  if (dim < 0) return nullptr;
+  const auto d = static_cast<size_t>(dim);
+  const Node* first = pa;
+  const Node* second = pb;
+  if (A.low[d] + pa->operand(0)->shape().dim(dim) != B.low[d]) std::swap(first, second);
+  const auto& F = first->attrs_as<ir::PadAttrs>();
+  const auto& S = second->attrs_as<ir::PadAttrs>();
+  if (F.low[d] + first->operand(0)->shape().dim(dim) != S.low[d]) return nullptr;
+  std::vector<int64_t> dims = first->operand(0)->shape().dims();
+  dims[d] += second->operand(0)->shape().dim(dim);
+  // Blocks already concatenated along d (a sum of three or more) join the one concatenate.
+  std::vector<Value*> parts;
+  for (Value* v : {first->operand(0), second->operand(0)}) {
+    const Node* c = v->node();
+    if (c->op() == OpKind::kConcatenate && c->attrs_as<ir::ConcatenateAttrs>().dim == dim && !v->sharding())
+      parts.insert(parts.end(), c->operands().begin(), c->operands().end());
+    else
+      parts.push_back(v);
+  }
+  ir::PadAttrs p = F;
+  p.high[d] = S.high[d];
+  const bool whole = std::all_of(p.low.begin(), p.low.end(), [](int64_t x) { return x == 0; }) &&
+                     std::all_of(p.high.begin(), p.high.end(), [](int64_t x) { return x == 0; });
+  if (whole) return e.Emit(OpKind::kConcatenate, std::move(parts), ir::ConcatenateAttrs{dim}, n.result()->type());
+  Value* cat = e.Emit(OpKind::kConcatenate, std::move(parts), ir::ConcatenateAttrs{dim},
+                      ir::TensorType(n.result()->dtype(), Shape(dims)));
+  return e.Emit(OpKind::kPad, {cat, first->operand(1)}, std::move(p), n.result()->type());
+}
+
 // The rule table. Operand order matters for the non-commutative ops; the commutative ones try
 // both sides.
 const std::vector<Rule>& Rules() {
@@ -285,6 +334,27 @@ const std::vector<Rule>& Rules() {
          return a == b ? inner->operand(0) : nullptr;
        }},
       // concatenate(x) -> x  (one operand)
+      {"add-adjacent-pads", OpKind::kAdd, AddAdjacentPads},
+      // concatenate(..., concatenate(x, y, dim=d), ..., dim=d) -> concatenate(..., x, y, ...):
+      // the same elements in the same order.
+      {"concatenate-concatenate", OpKind::kConcatenate,
+       [](const Node& n, Emitter& e) -> Value* {
+         const int64_t dim = n.attrs_as<ir::ConcatenateAttrs>().dim;
+         std::vector<Value*> flat;
+         bool nested = false;
+         for (Value* v : n.operands()) {
+           const Node* c = v->node();
+           if (c->op() == OpKind::kConcatenate && c->attrs_as<ir::ConcatenateAttrs>().dim == dim &&
+               !v->sharding()) {
+             nested = true;
+             for (Value* x : c->operands()) flat.push_back(x);
+           } else {
+             flat.push_back(v);
+           }
+         }
+         if (!nested) return nullptr;
+         return e.Emit(OpKind::kConcatenate, std::move(flat), ir::ConcatenateAttrs{dim}, n.result()->type());
+       }},
       {"concatenate-single", OpKind::kConcatenate,
        [](const Node& n, Emitter&) -> Value* { return n.num_operands() == 1 ? n.operand(0) : nullptr; }},
       // reduce(x, dims=[]) -> x  (docs/ir.md: "dims = [] copies")
