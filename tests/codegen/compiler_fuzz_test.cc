@@ -84,9 +84,12 @@ testing::RandomModuleOptions Options(int config) {
   return opts;
 }
 
-// Whether fast math approximates `n`: an f32 exp/log/log1p/tanh/logistic/erf.
+// Whether fast math approximates `n`: an f32 exp/log/log1p/tanh/logistic/erf, or an f32 sum
+// (a row sum accumulates in 8 double lanes, a large full sum in two levels: reassociated).
 bool Approximated(const ir::Node& n) {
   switch (n.op()) {
+    case OpKind::kReduce:
+      return n.attrs_as<ir::ReduceAttrs>().kind == ir::ReduceKind::kSum && n.result(0)->dtype() == DType::kF32;
     case OpKind::kExp: case OpKind::kLog: case OpKind::kLog1p: case OpKind::kTanh:
     case OpKind::kLogistic: case OpKind::kErf:
       return n.result(0)->dtype() == DType::kF32;
