@@ -18,6 +18,7 @@ std::unique_ptr<Pass> MakeFoldPass();
 std::unique_ptr<Pass> MakeDotTransposeFoldPass();
 std::unique_ptr<Pass> MakeDefaultPipelinePass();
 std::unique_ptr<Pass> MakeSplitReductionsPass();
+std::unique_ptr<Pass> MakeScatterAccumulatePass();
 
 // The names of simplify's rewrite rules, in table order.
 std::vector<std::string_view> SimplifyRuleNames();

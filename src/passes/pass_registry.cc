@@ -28,6 +28,7 @@ std::vector<Factory>& Factories() {
       MakeDotTransposeFoldPass,
       MakeDefaultPipelinePass,
       MakeSplitReductionsPass,
+      MakeScatterAccumulatePass,
   };
   return factories;
 }

@@ -43,7 +43,10 @@ std::unique_ptr<Executable> CompileModule(const ir::Module& module, DiskCache* c
   std::unique_ptr<ir::Module> m = module.Clone();
   if (m->entry() == nullptr) Fail("compiled backend: module @{} has no entry function", m->name());
   passes::RunDefaultPipeline(*m);
-  if (flags::fast_math()) passes::CreatePass("split-reductions")->Run(*m);  // reassociates sums
+  if (flags::fast_math()) {  // rewrites that reassociate sums
+    passes::CreatePass("split-reductions")->Run(*m);
+    if (passes::CreatePass("scatter-accumulate")->Run(*m)) passes::CreatePass("dce")->Run(*m);
+  }
   const ir::Function& f = *m->entry();
   std::vector<codegen::Kernel> kernels = codegen::FuseFunction(f);
   codegen::EmittedModule em = codegen::EmitCpp(kernels, {.exact_math = !flags::fast_math()});

@@ -492,6 +492,41 @@ TEST(CompiledBackendTest, FullReductionsSplitInFastMath) {
   }
 }
 
+// Fast math scatters an embedding-style gradient straight into the other gradient
+// (passes/scatter_accumulate.cc): no zeros materialized, no add; each element is within a few ulps
+// of the interpreter's (reassociated), and exact math keeps the zeros and the add, bitwise.
+TEST(CompiledBackendTest, ScatterIntoZerosThenAddAccumulatesInFastMath) {
+  ir::Module m("embedding_grad");
+  Builder b(m.AddFunction("main"));
+  Value* rows = b.Parameter(0, F32({64, 32}), "rows");
+  Value* idx = b.Parameter(1, TensorType(DType::kI32, Shape{64}), "idx");
+  Value* head = b.Parameter(2, F32({100, 32}), "head");
+  Value* zeros = b.BroadcastInDim(b.Scalar(DType::kF32, 0.0), Shape{100, 32}, {});
+  Value* s = b.Build1(OpKind::kScatterAdd, {zeros, idx, rows}, ir::GatherAttrs{0, 0}, {F32({100, 32})});
+  b.Return({b.Add(head, s)});
+  std::vector<int32_t> ids(64);
+  for (int i = 0; i < 64; ++i) ids[i] = (i * 37) % 100 % 17;  // repeated rows: real accumulation
+  const std::vector<Literal> args = {RandomLiteral(DType::kF32, {64, 32}, 11),
+                                     Literal::FromVector(DType::kI32, Shape{64}, ids),
+                                     RandomLiteral(DType::kF32, {100, 32}, 12)};
+  std::vector<BufferPtr> want = runtime::GetBackend("interpreter").Compile(m)->Execute(Buffers(args));
+  for (bool fast : {true, false}) {
+    FastMathScope scope(fast);
+    auto exe = runtime::GetBackend("compiled").Compile(m);
+    std::vector<BufferPtr> got = exe->Execute(Buffers(args));
+    if (!fast) {
+      EXPECT_TRUE(runtime::testutil::SameBits(*want[0], *got[0]));
+    } else {
+      for (int64_t i = 0; i < want[0]->NumElements(); ++i) {
+        const double w = want[0]->GetDouble(i), g = got[0]->GetDouble(i);
+        ASSERT_NEAR(g, w, 1e-5 * std::max(1.0, std::abs(w))) << "element " << i;
+      }
+    }
+    // Fast: one scatter. Exact: the zeros, the scatter and the add.
+    EXPECT_EQ(exe->last_stats().kernels_run, fast ? 1 : 3) << "fast " << fast;
+  }
+}
+
 // Empty reductions (sum: +0, max: -inf, min: +inf) and the max/min rules: a NaN wins, +0 beats
 // -0 for max and -0 beats +0 for min, in rows and in columns.
 TEST(CompiledBackendTest, ReductionWithPrologueEdgeCases) {
