@@ -43,10 +43,8 @@ std::string TensorName(const Tensor& t) {
   return name;
 }
 
-ir::Sharding ToSharding(const Tensor& t, const Mesh& mesh, const PartitionSpec& spec) {
-  const std::string what = fmt::format("mark_sharding({}, mesh {}, spec {})", TensorName(t), mesh.ToString(),
-                                       SpecString(spec));
-  const int64_t rank = t.dim();
+// `spec` for a value of `rank` dims on `mesh` as a Sharding; `what` names the call in errors.
+ir::Sharding SpecToSharding(const PartitionSpec& spec, int64_t rank, const Mesh& mesh, const std::string& what) {
   if (static_cast<int64_t>(spec.size()) > rank)
     Fail("{}: the spec has {} entries but the tensor has {} dimension{}; give one entry per dimension "
          "(None / {{}} for a replicated one)", what, spec.size(), rank, rank == 1 ? "" : "s");
@@ -65,6 +63,12 @@ ir::Sharding ToSharding(const Tensor& t, const Mesh& mesh, const PartitionSpec& 
     }
   }
   return s;
+}
+
+ir::Sharding ToSharding(const Tensor& t, const Mesh& mesh, const PartitionSpec& spec) {
+  return SpecToSharding(spec, t.dim(), mesh,
+                        fmt::format("mark_sharding({}, mesh {}, spec {})", TensorName(t), mesh.ToString(),
+                                    SpecString(spec)));
 }
 
 // The block [begin, end) of dimension `size` split over `axes` that `device` holds (padded
@@ -308,29 +312,15 @@ Tensor from_local_shards(const std::vector<Tensor>& shards, const Dims& shape, c
   const std::string what =
       fmt::format("from_local_shards({} shards, global {}, mesh {}, spec {})", shards.size(), global_type,
                   mesh.ToString(), SpecString(spec));
-  CheckDevices(mesh, what);
   if (static_cast<int64_t>(shards.size()) != mesh.size())
     Fail("{}: the mesh has {} devices; give exactly one shard per device, in device order", what, mesh.size());
-  // The layout, checked as mark_sharding checks it (a placeholder tensor of the global type).
+  for (int64_t e : shape)
+    if (e < 0) Fail("{}: the global shape has a negative dimension", what);
+  // The layout, checked as mark_sharding checks it.
+  const ir::Sharding s = SpecToSharding(spec, static_cast<int64_t>(shape.size()), mesh, what);
   auto data = std::make_shared<detail::ShardedData>();
   data->mesh = mesh.ir_mesh();
   data->global = ir::TensorType(dtype, Shape(shape));
-  for (int64_t e : shape)
-    if (e < 0) Fail("{}: the global shape has a negative dimension", what);
-  if (static_cast<int64_t>(spec.size()) > static_cast<int64_t>(shape.size()))
-    Fail("{}: the spec has {} entries but the global shape has {} dimensions", what, spec.size(), shape.size());
-  ir::Sharding s;
-  s.dims.resize(shape.size());
-  std::set<std::string> used;
-  for (size_t k = 0; k < spec.size(); ++k)
-    for (const std::string& axis : spec[k].names) {
-      if (!mesh.ir_mesh().HasAxis(axis))
-        Fail("{}: dimension {} names axis '{}', which the mesh does not have (its axes: {})", what, k, axis,
-             fmt::join(mesh.axis_names(), ", "));
-      if (!used.insert(axis).second)
-        Fail("{}: axis '{}' is used twice; a mesh axis splits at most one dimension", what, axis);
-      s.dims[k].push_back(axis);
-    }
   data->sharding = NormalizeSharding(s, static_cast<int64_t>(shape.size()), mesh.ir_mesh());
   const Shape block = LocalShape(data->global.shape, data->sharding, data->mesh);
   for (int64_t d = 0; d < mesh.size(); ++d) {
