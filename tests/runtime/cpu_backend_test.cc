@@ -1,10 +1,12 @@
 // Targeted tests of the cpu backend: the registry, each dot_general layout through BLAS, the
 // threaded paths on big tensors, donation, argument errors, and an MLP's forward and backward.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <thread>
 
 #include "autodiff/vjp.h"
@@ -43,7 +45,8 @@ TEST(BackendRegistryTest, NamesAndUnknown) {
   }
 }
 
-// Runs `m` on both backends with `args` and compares every result (exact or within rel).
+// Runs `m` on both backends with `args` and compares every result (bitwise up to NaN payloads, or
+// within rel).
 void ExpectSame(const ir::Module& m, const std::vector<Literal>& args, double rel,
                 ExecuteStats* stats = nullptr) {
   std::vector<BufferPtr> want = testutil::Run("interpreter", m, args);
@@ -53,7 +56,7 @@ void ExpectSame(const ir::Module& m, const std::vector<Literal>& args, double re
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) {
     if (rel == 0) {
-      EXPECT_TRUE(*got[i] == *want[i]) << "result " << i << "\nwant " << want[i]->ToString()
+      EXPECT_TRUE(testutil::SameBits(*want[i], *got[i])) << "result " << i << "\nwant " << want[i]->ToString()
                                        << "\ngot  " << got[i]->ToString();
     } else {
       std::string where;
@@ -96,6 +99,48 @@ TEST(CpuDotTest, EveryLayoutThroughBlas) {
       ExpectSame(m, {RandomLiteral(t, c.lhs, 1), RandomLiteral(t, c.rhs, 2)}, rel);
     }
   }
+}
+
+// Note [BLAS and non-finite values] (cpu_dot.cc): an inf or NaN operand, a 0 * inf, and f32
+// partial sums that overflow where the exact sum does not, on both the batched and the split path.
+template <typename T>
+void CheckNonFiniteDot(int64_t M, int64_t K, int64_t N) {
+  SCOPED_TRACE(fmt::format("{} x {} x {} {}", M, K, N, sizeof(T) == 4 ? "f32" : "f64"));
+  const DType t = sizeof(T) == 4 ? DType::kF32 : DType::kF64;
+  const T inf = std::numeric_limits<T>::infinity(), big = std::numeric_limits<T>::max() / 2 * T(1.5);
+  ir::Module m("dot");
+  Builder b(m.AddFunction("main"));
+  b.Return({b.MatMul(b.Parameter(0, TensorType(t, {M, K})), b.Parameter(1, TensorType(t, {K, N})))});
+  auto run = [&](Literal x, Literal y, double rel) {
+    ExpectSame(m, {x, y}, rel);
+    return testutil::Run("interpreter", m, {x, y});
+  };
+  {  // inf, NaN and 0 * inf: the exact loop's pattern, bitwise.
+    Literal x = RandomLiteral(t, {M, K}, 5), y = RandomLiteral(t, {K, N}, 6);
+    T* xs = x.mutable_data<T>();
+    T* ys = y.mutable_data<T>();
+    xs[3 * K + 5] = inf;
+    ys[7 * N + 10] = std::numeric_limits<T>::quiet_NaN();
+    xs[9 * K + 20] = -inf;
+    for (int64_t n = 0; n < N; ++n) ys[20 * N + n] = 0;  // row 9 of the product: -inf * 0 = NaN
+    run(x, y, 0);
+  }
+  {  // big + big - big: inf in an f32 running sum, finite in the interpreter's double one.
+    Literal x = RandomLiteral(t, {M, K}, 7), y = RandomLiteral(t, {K, N}, 8);
+    T* xs = x.mutable_data<T>();
+    T* ys = y.mutable_data<T>();
+    for (int64_t k = 0; k < K; ++k) xs[11 * K + k] = k == 0 || k == 1 ? big : k == 2 ? -big : T(0);
+    for (int64_t k = 0; k < 3; ++k)
+      for (int64_t n = 0; n < N; ++n) ys[k * N + n] = 1;
+    std::vector<BufferPtr> want = run(x, y, 1e-5);
+    if (t == DType::kF32) EXPECT_TRUE(std::isfinite(want[0]->data<T>()[11 * N]));  // double accumulation
+  }
+}
+
+TEST(CpuDotTest, NonFiniteValuesMatchTheExactLoop) {
+  CheckNonFiniteDot<float>(64, 48, 96);     // one BLAS call per batch entry
+  CheckNonFiniteDot<float>(128, 96, 128);   // split over the pool
+  CheckNonFiniteDot<double>(128, 96, 128);
 }
 
 TEST(CpuDotTest, SmallDotsAreExactAndEmptyContractionIsZero) {
