@@ -259,4 +259,50 @@ ModuleHash HashModule(const Module& m) {
   return ModuleHash{h.hi, h.lo};
 }
 
+struct NodeSequenceKey::Impl {
+  ByteWriter w;
+};
+
+NodeSequenceKey::NodeSequenceKey() : impl_(std::make_unique<Impl>()) { impl_->w.Str(kHashVersion); }
+NodeSequenceKey::~NodeSequenceKey() = default;
+
+void NodeSequenceKey::AddNode(const Node& n, const Attrs& attrs, const std::vector<int64_t>& operand_ids) {
+  ByteWriter& w = impl_->w;
+  w.U8('N');
+  w.Str(n.name());
+  WriteAttrs(w, attrs);
+  w.Count(operand_ids.size());
+  for (int64_t id : operand_ids) w.I64(id);
+  w.Count(n.num_results());
+  for (size_t i = 0; i < n.num_results(); ++i) {
+    WriteType(w, n.result(i)->type());
+    WriteSharding(w, n.result(i)->sharding());
+  }
+}
+
+void NodeSequenceKey::AddResults(const std::vector<int64_t>& ids) {
+  ByteWriter& w = impl_->w;
+  w.U8('R');
+  w.Count(ids.size());
+  for (int64_t id : ids) w.I64(id);
+}
+
+void NodeSequenceKey::AddMesh(const std::optional<Mesh>& mesh) {
+  ByteWriter& w = impl_->w;
+  w.U8(mesh ? 'H' : 'h');
+  if (!mesh) return;
+  w.Count(mesh->axis_names().size());
+  for (size_t i = 0; i < mesh->axis_names().size(); ++i) {
+    w.Str(mesh->axis_names()[i]);
+    w.I64(mesh->shape()[i]);
+  }
+  w.Count(mesh->device_ids().size());
+  for (int64_t d : mesh->device_ids()) w.I64(d);
+}
+
+ModuleHash NodeSequenceKey::Digest() const {
+  const Hash128 h = impl_->w.Digest();
+  return ModuleHash{h.hi, h.lo};
+}
+
 }  // namespace axle::ir

@@ -12,7 +12,10 @@
 
 #include <compare>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "ir/module.h"
 
@@ -33,5 +36,31 @@ struct ModuleHash {
 // throws axle::Error otherwise. Cost: linear in the size of the module (nodes, attribute and
 // literal bytes), plus sorting the node hashes of each function.
 ModuleHash HashModule(const Module& m);
+
+// An exact but order-dependent key of a function being built node by node: equal keys mean the
+// same ops, attributes, result types and shardings, dataflow and results, in the same order (and
+// the same mesh). It writes each node once into one byte stream and hashes that (XXH3-128): no
+// per-node digests, maps or sorting, so it costs a fraction of HashModule. The lazy tensor layer
+// keys its in-memory executable cache with it (Note [Trace keys], lazy.cc); HashModule stays the
+// canonical key (disk cache, recompilation reports).
+class NodeSequenceKey {
+ public:
+  NodeSequenceKey();
+  ~NodeSequenceKey();
+  NodeSequenceKey(const NodeSequenceKey&) = delete;
+  NodeSequenceKey& operator=(const NodeSequenceKey&) = delete;
+
+  // Appends node `n` with attributes `attrs` (n's, or a renumbered parameter's) and its operands
+  // given as the positions of their values among the results of the nodes added so far.
+  void AddNode(const Node& n, const Attrs& attrs, const std::vector<int64_t>& operand_ids);
+  // The function's results, as value positions; the mesh of its sharding annotations, if any.
+  void AddResults(const std::vector<int64_t>& ids);
+  void AddMesh(const std::optional<Mesh>& mesh);
+  ModuleHash Digest() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace axle::ir

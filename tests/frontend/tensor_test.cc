@@ -117,6 +117,44 @@ TEST_P(TensorTest, SameStepHitsTheCache) {
   EXPECT_NEAR(v2, std::tanh(7) * 2 + std::tanh(13) * 2, 1e-5);
 }
 
+// Note [Trace keys] (lazy.cc): the in-memory cache is looked up by an order-dependent key of the
+// trace before any module is built. Steps that differ only in a constant, in which input feeds
+// which operand, or in a shape must not share an executable; the same step traced in another order
+// is a new key but the same canonical module, so it must not compile again.
+TEST_P(TensorTest, TraceKeysNeverConflateDifferentSteps) {
+  Tensor a = F32({1, 2, 3, 4}, {2, 2});
+  Tensor b = F32({10, 20, 30, 40}, {2, 2});
+  sync();
+  auto run = [](const Tensor& y) {
+    sync();
+    return y.to_vector<float>();
+  };
+  EXPECT_THAT(run((a - b) * 2.0), ElementsAre(-18, -36, -54, -72));
+  EXPECT_THAT(run((a - b) * 3.0), ElementsAre(-27, -54, -81, -108));  // another constant
+  EXPECT_THAT(run((b - a) * 3.0), ElementsAre(27, 54, 81, 108));      // operands swapped
+  Tensor c = F32({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor d = F32({1, 1, 1, 1, 1, 1}, {2, 3});
+  EXPECT_THAT(run((c - d) * 3.0), ElementsAre(0, 3, 6, 9, 12, 15));   // another shape
+  // The same computation, its independent nodes traced in the other order (with the same first
+  // use of each input, which numbers the parameters): a new trace key, the same module.
+  Tensor e0, f0;
+  {
+    Tensor e = a * 2.0;
+    Tensor f = a + 1.0;
+    e0 = e + f;
+  }
+  EXPECT_THAT(run(e0), ElementsAre(4, 7, 10, 13));
+  const Metrics before = metrics();
+  {
+    Tensor f = a + 1.0;
+    Tensor e = a * 2.0;
+    f0 = e + f;
+  }
+  EXPECT_THAT(run(f0), ElementsAre(4, 7, 10, 13));
+  EXPECT_EQ(metrics().compiles + metrics().disk_hits, before.compiles + before.disk_hits);
+  EXPECT_EQ(metrics().cache_hits, before.cache_hits + 1);
+}
+
 TEST_P(TensorTest, InPlaceUpdatesDonateTheOldBuffer) {
   Tensor p = F32({1, 2, 3}, {3});
   sync();
