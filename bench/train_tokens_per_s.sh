@@ -104,18 +104,27 @@ else
 fi
 
 # The roofline: sgemm GFLOP/s of this machine's BLAS in this run (numpy's f32 matmul, 2048^3,
-# best of 5), and each trainer's model FLOP/s = 6 x parameters x tokens/s as a share of it.
+# best of 10: this VM's neighbours make single runs read up to 40% low), and each trainer's
+# model FLOP/s = 6 x parameters x tokens/s as a share of it.
 sgemm="$("$PYTHON" - <<'PY' 2>/dev/null
 import time
 import numpy as np
 a = np.random.rand(2048, 2048).astype(np.float32)
 b = np.random.rand(2048, 2048).astype(np.float32)
 a @ b
-best = min((lambda t: (a @ b, time.perf_counter() - t)[1])(time.perf_counter()) for _ in range(5))
+best = min((lambda t: (a @ b, time.perf_counter() - t)[1])(time.perf_counter()) for _ in range(10))
 print(f"{2 * 2048 ** 3 / best / 1e9:.1f}")
 PY
 )"
 params="$(sed -n 's/.*(\([0-9.]*\)M parameters).*/\1/p' "$TMP/axle.out" 2>/dev/null | head -1)"
+# The GEMM floor (bench/gemm_bound.py): this step's matrix products alone, warm, through the same
+# OpenBLAS; no trainer using that BLAS beats it even if everything else were free.
+floor_tps=""
+case "$CONFIG" in
+  124m|small)
+    floor_tps="$("$PYTHON" "$ROOT/bench/gemm_bound.py" --config "$CONFIG" --batch "$BATCH" --seq "$SEQ" 2>/dev/null |
+                 sed -n 's/.*at most \([0-9.]*\) tokens\/s.*/\1/p')" ;;
+esac
 roof() {  # tokens/s -> "NN%" of the sgemm roofline
   [[ -n "$1" && -n "$sgemm" && -n "$params" ]] || return 0
   awk -v tps="$1" -v p="$params" -v g="$sgemm" 'BEGIN{printf "%.0f%% of sgemm", 100 * 6 * p * 1e6 * tps / (g * 1e9)}'
@@ -133,5 +142,10 @@ fi
 [[ "$JAX_PYTHON" != none ]] && printf '%-26s %14s   %s\n' "jax jit ($JAX_THREADS thr)" "$jax_tps" "$(roof "$jax_tps")"
 if [[ -n "$axle_tps" && -n "$jax_tps" ]]; then
   printf '%-26s %14s\n' "axle / jax" "$(awk -v a="${axle_tps%% *}" -v j="$jax_tps" 'BEGIN{printf "%.2fx", a/j}')"
+fi
+if [[ -n "$floor_tps" ]]; then
+  printf '%-26s %14s   %s\n' "gemm floor" "$floor_tps" "the step's products alone, warm (bench/gemm_bound.py)"
+  [[ -n "$axle_tps" ]] && printf '%-26s %14s\n' "axle / gemm floor" "$(awk -v a="${axle_tps%% *}" -v f="$floor_tps" 'BEGIN{printf "%.2f", a/f}')"
+  [[ -n "$torch_tps" ]] && printf '%-26s %14s\n' "pytorch / gemm floor" "$(awk -v t="$torch_tps" -v f="$floor_tps" 'BEGIN{printf "%.2f", t/f}')"
 fi
 [[ -n "$axle_tps" || -n "$torch_tps" || -n "$jax_tps" ]]
