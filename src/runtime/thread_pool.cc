@@ -1,12 +1,36 @@
 #include "runtime/thread_pool.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <chrono>
 #include <exception>
 
 namespace axle::runtime {
 namespace {
 thread_local bool tls_in_pool_body = false;
+
+// Note [Pool spinning] (thread_pool.h).
+constexpr int64_t kWorkerSpinMicros = 5000;
+constexpr int64_t kCallerSpinMicros = 100;
+
+// Spins until done() or `micros` pass, yielding the core to any other runnable thread between
+// rounds of checks; true when done() held.
+template <typename Done>
+bool SpinUntil(Done done, int64_t micros) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+    sched_yield();
+  }
 }
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   for (int i = 1; i < std::max(1, num_threads); ++i)
@@ -40,6 +64,7 @@ void ThreadPool::WorkerLoop(int index) {
   for (;;) {
     const std::function<void(int64_t, int64_t)>* fn;
     int64_t n;
+    SpinUntil([&] { return generation_.load(std::memory_order_acquire) != seen; }, kWorkerSpinMicros);
     {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -95,6 +120,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_parallel,
   }
   tls_in_pool_body = false;
   // Wait for the workers even when our chunk threw: they still use `fn`.
+  SpinUntil([&] { return pending_.load(std::memory_order_acquire) == 0; }, kCallerSpinMicros);
   std::unique_lock<std::mutex> lock(mu_);
   done_cv_.wait(lock, [&] { return pending_ == 0; });
   fn_ = nullptr;
