@@ -54,16 +54,46 @@ ThreadPool& ThreadPool::Global() {
   return *pool;
 }
 
-static void Chunk(int64_t n, int parts, int index, int64_t& begin, int64_t& end) {
+static void Chunk(int64_t n, int64_t parts, int64_t index, int64_t& begin, int64_t& end) {
   begin = n * index / parts;
   end = n * (index + 1) / parts;
 }
 
-void ThreadPool::WorkerLoop(int index) {
+// Note [Pool chunks] (thread_pool.h): claims chunks of call `gen` until none is left.
+void ThreadPool::RunChunks(uint32_t gen, const std::function<void(int64_t, int64_t)>* fn, int64_t n,
+                           int64_t chunks) {
+  for (;;) {
+    uint64_t t = ticket_.load(std::memory_order_acquire);
+    do {
+      if (static_cast<uint32_t>(t >> 32) != gen || static_cast<int64_t>(t & 0xffffffffu) >= chunks) return;
+    } while (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire));
+    int64_t b, e;
+    Chunk(n, chunks, static_cast<int64_t>(t & 0xffffffffu), b, e);
+    std::exception_ptr error;
+    const bool nested = tls_in_pool_body;
+    tls_in_pool_body = true;
+    try {
+      (*fn)(b, e);
+    } catch (...) {
+      error = std::current_exception();  // rethrown by the caller of ParallelFor
+    }
+    tls_in_pool_body = nested;
+    if (error) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!error_) error_ = error;
+    }
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
+      std::lock_guard<std::mutex> lock(mu_);  // the caller checks done_ under mu_ before it sleeps
+      done_cv_.notify_one();
+    }
+  }
+}
+
+void ThreadPool::WorkerLoop(int /*index*/) {
   int64_t seen = 0;
   for (;;) {
     const std::function<void(int64_t, int64_t)>* fn;
-    int64_t n;
+    int64_t n, chunks;
     SpinUntil([&] { return generation_.load(std::memory_order_acquire) != seen; }, kWorkerSpinMicros);
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -72,24 +102,10 @@ void ThreadPool::WorkerLoop(int index) {
       seen = generation_;
       fn = fn_;
       n = n_;
+      chunks = chunks_;
     }
-    int64_t b, e;
-    Chunk(n, num_threads(), index, b, e);
-    std::exception_ptr error;
-    if (b < e) {
-      tls_in_pool_body = true;
-      try {
-        (*fn)(b, e);
-      } catch (...) {
-        error = std::current_exception();  // rethrown by the caller of ParallelFor
-      }
-      tls_in_pool_body = false;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (error && !error_) error_ = error;
-      if (--pending_ == 0) done_cv_.notify_one();
-    }
+    // The call may be over already (fn null, every chunk claimed): RunChunks then claims nothing.
+    RunChunks(static_cast<uint32_t>(seen), fn, n, chunks);
   }
 }
 
@@ -100,32 +116,33 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_parallel,
     fn(0, n);
     return;
   }
+  // Note [Pool chunks]: a few chunks per thread, each no smaller than half of min_parallel.
+  const int64_t grain = std::max<int64_t>(1, min_parallel / 2);
+  const int64_t chunks = std::clamp<int64_t>(n / grain, num_threads(),
+                                             std::min<int64_t>(n, int64_t{kChunksPerThread} * num_threads()));
   std::lock_guard<std::mutex> call_lock(call_mu_);
+  uint32_t gen;
   {
     std::lock_guard<std::mutex> lock(mu_);
     fn_ = &fn;
     n_ = n;
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+    chunks_ = chunks;
+    done_.store(0, std::memory_order_relaxed);
+    gen = static_cast<uint32_t>(++generation_);
+    ticket_.store(uint64_t{gen} << 32, std::memory_order_release);
   }
   work_cv_.notify_all();
-  int64_t b, e;
-  Chunk(n, num_threads(), 0, b, e);
+  RunChunks(gen, &fn, n, chunks);
+  // Every chunk is claimed; wait for those still running on workers (they use `fn`).
+  SpinUntil([&] { return done_.load(std::memory_order_acquire) == chunks; }, kCallerSpinMicros);
   std::exception_ptr error;
-  tls_in_pool_body = true;
-  try {
-    fn(b, e);
-  } catch (...) {
-    error = std::current_exception();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    done_cv_.wait(lock, [&] { return done_.load(std::memory_order_acquire) == chunks; });
+    fn_ = nullptr;
+    error = error_;
+    error_ = nullptr;
   }
-  tls_in_pool_body = false;
-  // Wait for the workers even when our chunk threw: they still use `fn`.
-  SpinUntil([&] { return pending_.load(std::memory_order_acquire) == 0; }, kCallerSpinMicros);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
-  fn_ = nullptr;
-  if (!error) error = error_;
-  error_ = nullptr;
   if (error) std::rethrow_exception(error);
 }
 

@@ -1,7 +1,7 @@
 // A tiny fork-join pool for the CPU executor's large loops.
 //
-// ParallelFor splits [0, n) into one contiguous chunk per thread and runs them on the pool's
-// workers plus the calling thread, returning when all are done. Loops under `min_parallel`
+// ParallelFor splits [0, n) into a few contiguous chunks per thread, which the pool's workers and
+// the calling thread claim one at a time, and returns when all are done (Note [Pool chunks]). Loops under `min_parallel`
 // iterations run inline on the caller. The pool has hardware_concurrency() threads in all (the
 // caller counts as one). BLAS runs single-threaded inside ParallelFor bodies: the pool, not
 // OpenBLAS's own threads, parallelizes products (cpu_dot.cc, Note [BLAS threads]).
@@ -15,6 +15,17 @@
 // and only then sleeps; the caller spins up to 100 us for the last chunk. GPT-2 small, medians of
 // 5 interleaved runs of 150 steps, in three batches: 27.7 / 25.4 / 31.7 ms a step without
 // spinning, 24.2 / 21.8 / 28.1 with a 5 ms spin (29.1 with the yield, in the third batch).
+//
+// Note [Pool chunks]: the chunks are claimed from a shared counter, not assigned to threads. The
+// host thread (tracing the next step) and the pool's threads are three runnable threads on two
+// cores: a worker the kernel has not scheduled yet used to hold back its fixed half of a loop for
+// up to a scheduler time slice while the caller, done with its own half, waited. GPT-2 small's
+// first kernels of each step, which run while the host traces, took 0.66-0.71 ms for 64K
+// elements (~20 us alone). Now the caller takes the chunks nobody has started. Chunk boundaries
+// depend only on n, min_parallel and the thread count, never on which thread runs what, so
+// results stay bitwise deterministic. A chunk is at least min_parallel / 2 iterations and there
+// are at most kChunksPerThread per thread. The counter carries the call's generation, so a worker
+// that wakes after its call ended claims nothing of the next one.
 #pragma once
 
 #include <atomic>
@@ -50,6 +61,7 @@ class ThreadPool {
 
  private:
   void WorkerLoop(int index);
+  void RunChunks(uint32_t gen, const std::function<void(int64_t, int64_t)>* fn, int64_t n, int64_t chunks);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;                 // guards everything below, and serialises ParallelFor calls
@@ -57,11 +69,16 @@ class ThreadPool {
   std::condition_variable work_cv_, done_cv_;
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0;
+  int64_t chunks_ = 0;
   std::atomic<int64_t> generation_{0};  // written under mu_; read while spinning
-  std::atomic<int> pending_{0};         // workers still in the current call; ditto
+  std::atomic<uint64_t> ticket_{0};     // (call generation << 32) | next unclaimed chunk
+  std::atomic<int64_t> done_{0};        // chunks of the current call finished
   std::exception_ptr error_;  // the first exception a worker's chunk threw
   bool stop_ = false;
 };
+
+// Chunks a call is cut into, per thread (Note [Pool chunks]).
+inline constexpr int kChunksPerThread = 4;
 
 // Elements above which the kernels split loops over the pool.
 inline constexpr int64_t kParallelElements = 32 * 1024;

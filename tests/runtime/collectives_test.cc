@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -284,6 +286,38 @@ TEST(ThreadPoolTest, AChunkThatThrowsIsRethrownAndThePoolStaysUsable) {
     for (int64_t i = b; i < e; ++i) sum += i;
   });
   EXPECT_EQ(sum.load(), 999 * 1000 / 2);
+}
+
+// Note [Pool chunks]: chunks are claimed dynamically, but their boundaries depend only on the call;
+// back-to-back calls must never let a late worker run a finished call's body (its locals are gone).
+TEST(ThreadPoolTest, ChunksAreFixedByTheCallAndEachRunsOnceAcrossManyCalls) {
+  ThreadPool pool(4);
+  std::set<std::pair<int64_t, int64_t>> first;
+  for (int call = 0; call < 20000; ++call) {
+    const int64_t n = 1 + call % 97;
+    std::vector<int> hits(static_cast<size_t>(n), 0);  // per call: a stale body would touch a dead vector
+    std::mutex mu;
+    std::set<std::pair<int64_t, int64_t>> chunks;
+    pool.ParallelFor(n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) ++hits[static_cast<size_t>(i)];
+      std::lock_guard<std::mutex> lock(mu);
+      chunks.insert({b, e});
+    });
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)], 1) << "call " << call << " index " << i;
+    if (n == 96) {
+      // 4 threads x kChunksPerThread chunks of 6, whichever thread ran them.
+      ASSERT_EQ(chunks.size(), static_cast<size_t>(4 * kChunksPerThread)) << "call " << call;
+      if (first.empty()) first = chunks;
+      ASSERT_EQ(chunks, first) << "call " << call;
+    }
+  }
+  // A large min_parallel keeps chunks at least half of it: 8 chunks of 250 here, not 16.
+  std::atomic<int> calls = 0;
+  pool.ParallelFor(2000, 500, [&](int64_t b, int64_t e) {
+    EXPECT_EQ(e - b, 250);
+    ++calls;
+  });
+  EXPECT_EQ(calls.load(), 8);
 }
 
 // ----- single replica: plain Execute --------------------------------------------------------
