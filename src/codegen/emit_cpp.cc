@@ -623,12 +623,25 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
     // ...; the tail goes to acc), summed in lane order at the end. The in-order chain of double
     // adds is latency bound (4 cycles an element); the lanes vectorise. Reassociated, so not
     // bitwise the interpreter's, but deterministic (lanes follow positions, not threads).
-    const bool lanes = !options.exact_math && kind == ir::ReduceKind::kSum &&
-                       k.reduce->result()->dtype() == DType::kF32 && R >= 64;
-    s += fmt::format("  {} buf[256];\n", CType(k.reduce->operand(0)->dtype()));
+    // Max and min (f32, f64) take 8 lanes of the element type: ax_max / ax_min are associative and
+    // commutative (+0 beats -0 whatever the order, any NaN wins), so the result is the in-order
+    // one except for which NaN's payload comes out. The in-order select chain costs ~5 cycles an
+    // element: GPT-2 small's row max over 512 logits took 0.47 ms for 512 rows.
+    const DType xt = k.reduce->operand(0)->dtype();
+    const bool sum_lanes = !options.exact_math && kind == ir::ReduceKind::kSum &&
+                           k.reduce->result()->dtype() == DType::kF32 && R >= 64;
+    const bool minmax_lanes = !options.exact_math && kind != ir::ReduceKind::kSum &&
+                              (xt == DType::kF32 || xt == DType::kF64) && R >= 16;
+    const bool lanes = sum_lanes || minmax_lanes;
+    const std::string lane_t = sum_lanes ? "double" : CType(xt);
+    s += fmt::format("  {} buf[256];\n", CType(xt));
     s += "  for (int64_t o = begin; o < end; ++o) {\n";
     s += fmt::format("    double acc = {};\n", init);
-    if (lanes) s += fmt::format("    double lane[8] = {{{0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}}};\n", init);
+    // A float lane starts at a float infinity (a double one would be a narrowing conversion).
+    const std::string lane_init = xt == DType::kF32 && minmax_lanes
+                                      ? (kind == ir::ReduceKind::kMax ? "-__builtin_inff()" : "__builtin_inff()")
+                                      : std::string(init);
+    if (lanes) s += fmt::format("    {1} lane[8] = {{{0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}}};\n", lane_init, lane_t);
     s += fmt::format("    for (int64_t r0 = 0; r0 < {}; r0 += 256) {{\n", R);
     s += fmt::format("      const int64_t m = {} - r0 < 256 ? {} - r0 : 256;\n", R, R);
     s += "#pragma GCC ivdep\n";
@@ -640,7 +653,11 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
     if (lanes) {
       s += "      int64_t r = 0;\n";
       s += "      for (; r + 8 <= m; r += 8)\n";
-      s += "        for (int k = 0; k < 8; ++k) " + combine("lane[k]", "buf[r + k]") + "\n";
+      if (sum_lanes)
+        s += "        for (int k = 0; k < 8; ++k) " + combine("lane[k]", "buf[r + k]") + "\n";
+      else
+        s += fmt::format("        for (int k = 0; k < 8; ++k) lane[k] = {}(lane[k], buf[r + k]);\n",
+                         kind == ir::ReduceKind::kMax ? "ax_max" : "ax_min");
       s += "      for (; r < m; ++r) " + combine("acc", "buf[r]") + "\n    }\n";
       s += "    for (int k = 0; k < 8; ++k) " + combine("acc", "lane[k]") + "\n";
     } else {

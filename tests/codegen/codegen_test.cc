@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -558,6 +559,54 @@ TEST(CompiledBackendTest, ReductionWithPrologueEdgeCases) {
         ASSERT_EQ(CountReductions(FuseOptimized(*m.Clone())), 1) << what;
         ExpectSame(m, {Literal::FromVector<float>(DType::kF32, s, v),
                        Literal::FromVector<float>(DType::kF32, s, std::vector<float>(24, 1.f))}, what);
+      }
+    }
+  }
+}
+
+// Fast math reduces rows of >= 16 with 8 max / min lanes (emit_cpp.cc): the same values as the
+// in-order interpreter, bit for bit (NaN: any NaN), with NaN, signed zeros and infinities
+// anywhere in a row, rows of only zeros, and row lengths with and without a tail.
+TEST(CompiledBackendTest, MaxMinLanesInFastMathMatchTheInterpreter) {
+  const float nan = std::nanf(""), inf = INFINITY;
+  for (int64_t R : {16, 37, 300}) {
+    const int64_t A = 9;
+    std::vector<float> v(static_cast<size_t>(A * R));
+    for (int64_t a = 0; a < A; ++a)
+      for (int64_t r = 0; r < R; ++r) {
+        float& x = v[static_cast<size_t>(a * R + r)];
+        x = static_cast<float>(std::sin(0.37 * static_cast<double>(a * R + r)) * 100.0);
+        if (a == 1 || a == 2) x = (r % 3 == a) ? 0.f : -0.f;  // only zeros, +0 at some places
+        if (a == 3) x = -0.f;                                  // only -0
+        if (a == 4 && r == R - 1) x = nan;                     // NaN in the tail / last lane
+        if (a == 5 && r == 9) x = nan;                         // NaN in lane 1
+        if (a == 6) x = r % 5 == 0 ? -inf : x;                 // infinities among values
+        if (a == 7) x = r == R / 2 ? inf : -inf;
+        if (a == 8) x = -inf;
+      }
+    for (ReduceKind kind : {ReduceKind::kMax, ReduceKind::kMin}) {
+      ir::Module m("lanes");
+      Builder b(m.AddFunction("main"));
+      Value* x = b.Parameter(0, F32({A, R}), "x");
+      Value* ones = b.Parameter(1, F32({A, R}), "ones");
+      b.Return({b.Reduce(b.Mul(x, ones), kind, {1})});
+      const std::vector<Literal> args = {Literal::FromVector<float>(DType::kF32, Shape{A, R}, v),
+                                         Literal::FromVector<float>(DType::kF32, Shape{A, R},
+                                                                    std::vector<float>(v.size(), 1.f))};
+      std::vector<BufferPtr> want = runtime::GetBackend("interpreter").Compile(m)->Execute(Buffers(args));
+      const std::string src = codegen::EmitCpp(FuseOptimized(*m.Clone()), {.exact_math = false}).source;
+      EXPECT_NE(src.find(kind == ReduceKind::kMax ? "lane[k] = ax_max(lane[k]" : "lane[k] = ax_min(lane[k]"),
+                std::string::npos) << src;
+      FastMathScope fast(true);
+      auto exe = runtime::GetBackend("compiled").Compile(m);
+      std::vector<BufferPtr> got = exe->Execute(Buffers(args));
+      for (int64_t a = 0; a < A; ++a) {
+        const float w = static_cast<float>(want[0]->GetDouble(a)), g = static_cast<float>(got[0]->GetDouble(a));
+        if (std::isnan(w)) {
+          EXPECT_TRUE(std::isnan(g)) << "R " << R << " row " << a;
+        } else {
+          EXPECT_EQ(std::memcmp(&w, &g, 4), 0) << "R " << R << " row " << a << ": " << g << " want " << w;
+        }
       }
     }
   }
