@@ -1,6 +1,7 @@
-// dot_general on the CPU: operands are brought to [B, M, K] x [B, K, N] (a layout that is already
-// [B, K, M] or [B, N, K] is passed to BLAS with a transpose flag instead of being copied; any
-// other layout is copied once with StridedCopy), then
+// dot_general on the CPU: operands are viewed as batches of [M, K] x [K, N] matrices (read in
+// place, with a row stride and a transpose flag, whenever each operand's two groups of dims index
+// like one dim each, whatever the batch strides; any other layout is copied once with
+// StridedCopy), then
 //   - f32 / f64 products with M*N*K >= BlasMinFlops() call cblas_sgemm / cblas_dgemm, split over
 //     our thread pool (Note [BLAS threads]). BLAS accumulates in the element type in its own
 //     order, so results differ from the interpreter's (double accumulation, row-major order, one
@@ -30,6 +31,7 @@ using ir::Literal;
 using ir::Node;
 
 std::atomic<int64_t> g_blas_min_flops{32 * 32 * 32};
+std::atomic<int64_t> g_operand_copies{0};
 
 // Note [BLAS threads]
 // OpenBLAS runs its own thread pool, and its threads keep spinning for a while after a call: the
@@ -55,46 +57,85 @@ void SetBlasThreads(int n) {
   current.store(n, std::memory_order_relaxed);
 }
 
-// An operand as a batch of row-major matrices: rows x cols, possibly transposed relative to the
-// wanted [rows_wanted, cols_wanted] orientation.
+// An operand as a batch of row-major matrices [rows_wanted, cols_wanted] (or, with trans, stored
+// as [cols_wanted, rows_wanted]) whose rows are ld elements apart; matrix i starts at offset[i].
 template <typename T>
 struct Mat {
   const T* data = nullptr;
-  bool trans = false;  // stored as [B, cols_wanted, rows_wanted]
+  bool trans = false;
+  int64_t ld = 0;
+  std::vector<int64_t> offset;
   std::vector<T> copy;
+  const T* at(int64_t i) const { return data + offset[static_cast<size_t>(i)]; }
 };
 
-// Brings `x` to [batch..., first..., second...] (each group in the listed order): no copy when the
-// layout already is that, or [batch..., second..., first...] (trans = true); else a copy.
+// Whether `dims` (in the listed order, dims of size 1 ignored) are adjacent in x's row-major
+// layout, so they index like one dim; sets that dim's stride (1 when no dim is left).
+bool Collapses(const Shape& shape, const std::vector<int64_t>& xs, const std::vector<int64_t>& dims,
+               int64_t* stride) {
+  int64_t prev = -1;
+  *stride = 1;
+  for (int64_t d : dims) {
+    if (shape.dim(d) == 1) continue;
+    if (prev >= 0 && xs[static_cast<size_t>(prev)] != xs[static_cast<size_t>(d)] * shape.dim(d)) return false;
+    prev = d;
+    *stride = xs[static_cast<size_t>(d)];
+  }
+  return true;
+}
+
+// Brings `x` to [batch..., first..., second...] (each group in the listed order). No copy when the
+// second group indexes like one innermost dim and the first like one dim of any stride (the row
+// stride), or the same with the groups swapped (trans); the batch dims may then have any strides
+// (the heads of attention, [b, t, h, d] with batch (b, h), are read in place). Else a copy.
 template <typename T>
 void Arrange(const Literal& x, const std::vector<int64_t>& batch, const std::vector<int64_t>& first,
              const std::vector<int64_t>& second, Mat<T>& m) {
+  const Shape& shape = x.shape();
+  const std::vector<int64_t> xs = shape.Strides();
+  int64_t bcount = 1;
+  for (int64_t d : batch) bcount *= shape.dim(d);
+  int64_t rows = 1, cols = 1;
+  for (int64_t d : first) rows *= shape.dim(d);
+  for (int64_t d : second) cols *= shape.dim(d);
+  m.data = x.data<T>();
+  int64_t s_first = 1, s_second = 1;
+  const bool first_ok = Collapses(shape, xs, first, &s_first), second_ok = Collapses(shape, xs, second, &s_second);
+  // Stored rows must not overlap (BLAS needs ld >= the stored row length); the layout guarantees it
+  // when the groups collapse, checked anyway.
+  const bool plain = first_ok && second_ok && s_second == 1 && (rows == 1 || s_first >= cols);
+  const bool trans = !plain && first_ok && second_ok && s_first == 1 && s_second >= rows;
+  if (plain || trans) {
+    m.trans = trans;
+    m.ld = trans ? s_second : (rows > 1 ? s_first : std::max<int64_t>(1, cols));
+    m.offset.assign(static_cast<size_t>(bcount), 0);
+    for (int64_t i = 0; i < bcount; ++i) {
+      int64_t rem = i, off = 0;
+      for (size_t k = batch.size(); k-- > 0;) {
+        const int64_t d = batch[k];
+        off += (rem % shape.dim(d)) * xs[static_cast<size_t>(d)];
+        rem /= shape.dim(d);
+      }
+      m.offset[static_cast<size_t>(i)] = off;
+    }
+    return;
+  }
   std::vector<int64_t> perm = batch;
   perm.insert(perm.end(), first.begin(), first.end());
   perm.insert(perm.end(), second.begin(), second.end());
-  auto is_identity = [](const std::vector<int64_t>& p) {
-    for (size_t i = 0; i < p.size(); ++i)
-      if (p[i] != static_cast<int64_t>(i)) return false;
-    return true;
-  };
-  m.data = x.data<T>();
-  if (is_identity(perm)) return;
-  std::vector<int64_t> tperm = batch;
-  tperm.insert(tperm.end(), second.begin(), second.end());
-  tperm.insert(tperm.end(), first.begin(), first.end());
-  if (is_identity(tperm)) {
-    m.trans = true;
-    return;
-  }
-  const std::vector<int64_t> xs = x.shape().Strides();
   std::vector<int64_t> dims, strides;
   for (int64_t p : perm) {
     dims.push_back(x.shape().dim(p));
     strides.push_back(xs[static_cast<size_t>(p)]);
   }
+  g_operand_copies.fetch_add(1, std::memory_order_relaxed);
   m.copy.resize(static_cast<size_t>(x.NumElements()));
   StridedCopy(x.bytes().data(), 0, dims, strides, sizeof(T), reinterpret_cast<uint8_t*>(m.copy.data()));
   m.data = m.copy.data();
+  m.trans = false;
+  m.ld = std::max<int64_t>(1, cols);
+  m.offset.resize(static_cast<size_t>(bcount));
+  for (int64_t i = 0; i < bcount; ++i) m.offset[static_cast<size_t>(i)] = i * rows * cols;
 }
 
 
@@ -174,7 +215,7 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
   if (blas) {
     // Note [BLAS threads]: BLAS always runs single-threaded, on our pool's threads.
     SetBlasThreads(1);
-    const int64_t lda = a.trans ? M : K, ldb = b.trans ? K : N;
+    const int64_t lda = a.ld, ldb = b.ld;
     const int threads = ThreadPool::Global().num_threads();
     std::atomic<bool> finite{true};
     auto check = [&](const T* block, int64_t rows, int64_t cols) {
@@ -183,7 +224,7 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
     if (B >= threads || M * N * K < kSplitMacs || threads == 1) {
       ThreadPool::Global().ParallelFor(B, B * M * N * K >= kSplitMacs ? 1 : B + 1, [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) {
-          Gemm(a.trans, b.trans, M, N, K, a.data + i * M * K, lda, b.data + i * K * N, ldb, c + i * M * N, N);
+          Gemm(a.trans, b.trans, M, N, K, a.at(i), lda, b.at(i), ldb, c + i * M * N, N);
           check(c + i * M * N, M, N);
         }
       });
@@ -191,8 +232,8 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
       // Few large products: split each one's rows (M) or, when M is small, its columns (N).
       const bool by_rows = M >= N || M >= 64 * threads;
       for (int64_t i = 0; i < B; ++i) {
-        const T* ab = a.data + i * M * K;
-        const T* bb = b.data + i * K * N;
+        const T* ab = a.at(i);
+        const T* bb = b.at(i);
         T* cb = c + i * M * N;
         ThreadPool::Global().ParallelFor(threads, 1, [&](int64_t lo, int64_t hi) {
           for (int64_t t = lo; t < hi; ++t) {
@@ -202,11 +243,11 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
             const int64_t begin = std::min(extent, t * chunk), end = t + 1 == threads ? extent : std::min(extent, begin + chunk);
             if (begin >= end) continue;
             if (by_rows) {
-              Gemm(a.trans, b.trans, end - begin, N, K, a.trans ? ab + begin : ab + begin * K, lda, bb, ldb,
+              Gemm(a.trans, b.trans, end - begin, N, K, a.trans ? ab + begin : ab + begin * lda, lda, bb, ldb,
                    cb + begin * N, N);
               check(cb + begin * N, end - begin, N);
             } else {
-              Gemm(a.trans, b.trans, M, end - begin, K, ab, lda, b.trans ? bb + begin * K : bb + begin, ldb,
+              Gemm(a.trans, b.trans, M, end - begin, K, ab, lda, b.trans ? bb + begin * ldb : bb + begin, ldb,
                    cb + begin, N);
               check(cb + begin, M, end - begin);
             }
@@ -217,14 +258,14 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
     if (finite.load(std::memory_order_relaxed)) return true;
   }
   // Exact: strides of a[m, k] and b[k, n] inside one batch.
-  const int64_t am = a.trans ? 1 : K, ak = a.trans ? M : 1;
-  const int64_t bk = b.trans ? 1 : N, bn = b.trans ? K : 1;
+  const int64_t am = a.trans ? 1 : a.ld, ak = a.trans ? a.ld : 1;
+  const int64_t bk = b.trans ? 1 : b.ld, bn = b.trans ? b.ld : 1;
   ThreadPool::Global().ParallelFor(B * M, std::max<int64_t>(1, kParallelElements / std::max<int64_t>(N * K, 1)),
                                    [&](int64_t lo, int64_t hi) {
     for (int64_t bm = lo; bm < hi; ++bm) {
       const int64_t i = bm / M, m = bm % M;
-      const T* arow = a.data + i * M * K + m * am;
-      const T* bmat = b.data + i * K * N;
+      const T* arow = a.at(i) + m * am;
+      const T* bmat = b.at(i);
       T* crow = c + bm * N;
       for (int64_t n = 0; n < N; ++n) {
         double acc = -0.0;
@@ -240,6 +281,7 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
 }  // namespace
 
 int64_t BlasMinFlops() { return g_blas_min_flops.load(std::memory_order_relaxed); }
+int64_t DotOperandCopies() { return g_operand_copies.load(std::memory_order_relaxed); }
 void SetBlasMinFlops(int64_t flops) { g_blas_min_flops.store(flops, std::memory_order_relaxed); }
 
 KernelChoice SelectDotKernel(const Node& node) {

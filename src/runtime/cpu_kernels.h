@@ -47,5 +47,8 @@ void StridedCopy(const uint8_t* src, int64_t base, const std::vector<int64_t>& d
 // ones use an exact loop that matches the interpreter bit for bit.
 int64_t BlasMinFlops();
 void SetBlasMinFlops(int64_t flops);
+// dot_general operands copied to a BLAS layout so far in this process (cpu_dot.cc, Arrange); the
+// other layouts are read in place.
+int64_t DotOperandCopies();
 
 }  // namespace axle::runtime::cpu

@@ -69,6 +69,7 @@ struct DotCase {
   const char* name;
   Shape lhs, rhs;
   DotGeneralAttrs attrs;
+  int copies = 0;  // operands Arrange copies (the rest are read in place)
 };
 
 TEST(CpuDotTest, EveryLayoutThroughBlas) {
@@ -80,9 +81,13 @@ TEST(CpuDotTest, EveryLayoutThroughBlas) {
       {"km,nk (both transposed)", {40, 48}, {56, 40}, {{}, {}, {0}, {1}}},
       {"bmk,bkn", {3, 48, 40}, {3, 40, 56}, {{0}, {0}, {2}, {1}}},
       {"bkm,bnk", {3, 40, 48}, {3, 56, 40}, {{0}, {0}, {1}, {2}}},
-      {"mbk,kbn (batch in the middle: copies)", {48, 3, 40}, {40, 3, 56}, {{1}, {1}, {2}, {0}}},
-      {"two contracting dims", {48, 8, 5}, {5, 8, 56}, {{}, {}, {1, 2}, {1, 0}}},
-      {"free dims on both sides of k", {6, 40, 8}, {40, 7, 8}, {{}, {}, {1}, {0}}},
+      {"mbk,kbn (batch in the middle: strided batches)", {48, 3, 40}, {40, 3, 56}, {{1}, {1}, {2}, {0}}},
+      {"bthd,bshd->bhts (attention scores, heads in place)", {2, 48, 3, 40}, {2, 56, 3, 40},
+       {{0, 2}, {0, 2}, {3}, {3}}},
+      {"bhts,bshd->bhtd (attention values)", {2, 3, 48, 40}, {2, 40, 3, 56}, {{0, 1}, {0, 2}, {3}, {1}}},
+      {"kbm,bkn (lhs transposed, strided batches)", {40, 3, 48}, {3, 40, 56}, {{1}, {0}, {0}, {1}}},
+      {"two contracting dims", {48, 8, 5}, {5, 8, 56}, {{}, {}, {1, 2}, {1, 0}}, 1},
+      {"free dims on both sides of k", {6, 40, 8}, {40, 7, 8}, {{}, {}, {1}, {0}}, 1},
       {"matrix-vector", {48, 40}, {40}, {{}, {}, {1}, {0}}},
   };
   ASSERT_LE(cpu::BlasMinFlops(), 48 * 40 * 56);
@@ -96,8 +101,28 @@ TEST(CpuDotTest, EveryLayoutThroughBlas) {
       b.Return({b.DotGeneral(x, y, c.attrs)});
       const double rel = t == DType::kF32 ? 1e-5 : 1e-12;
       // Sums of 40 products of values in [-1, 1): compare relative to a scale of 1.
+      const int64_t copies = cpu::DotOperandCopies();
       ExpectSame(m, {RandomLiteral(t, c.lhs, 1), RandomLiteral(t, c.rhs, 2)}, rel);
+      EXPECT_EQ(cpu::DotOperandCopies() - copies, c.copies);
     }
+  }
+}
+
+// The exact loop (products under BlasMinFlops) reads the same in-place layouts: bitwise.
+TEST(CpuDotTest, SmallStridedLayoutsAreExact) {
+  const std::vector<DotCase> cases = {
+      {"bthd,bshd->bhts", {2, 5, 3, 4}, {2, 6, 3, 4}, {{0, 2}, {0, 2}, {3}, {3}}},
+      {"bhts,bshd->bhtd", {2, 3, 5, 6}, {2, 6, 3, 4}, {{0, 1}, {0, 2}, {3}, {1}}},
+      {"kbm,bkn", {4, 3, 5}, {3, 4, 6}, {{1}, {0}, {0}, {1}}},
+  };
+  for (const DotCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    ir::Module m("dot");
+    Builder b(m.AddFunction("main"));
+    b.Return({b.DotGeneral(b.Parameter(0, F32(c.lhs)), b.Parameter(1, F32(c.rhs)), c.attrs)});
+    const int64_t copies = cpu::DotOperandCopies();
+    ExpectSame(m, {RandomLiteral(DType::kF32, c.lhs, 1), RandomLiteral(DType::kF32, c.rhs, 2)}, 0);
+    EXPECT_EQ(cpu::DotOperandCopies() - copies, 0);
   }
 }
 
