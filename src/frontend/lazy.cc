@@ -4,6 +4,8 @@
 #include "frontend/sharded_step.h"
 #include "frontend/ops_internal.h"
 
+#include <pthread.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -57,7 +59,11 @@ class Executor {
 
   void Launch(Job job) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
+    if (!thread_.joinable())
+      thread_ = std::thread([this] {
+        pthread_setname_np(pthread_self(), "axle-exec");  // as perf, top and gdb show it
+        Loop();
+      });
     queue_.push_back(std::move(job));
     ++launched_;
     cv_.notify_all();

@@ -3,9 +3,12 @@
 // communicator so that its peers blocked in a collective throw too instead of waiting forever.
 #include "runtime/devices.h"
 
+#include <pthread.h>
+
 #include <fmt/format.h>
 
 #include <map>
+#include <string>
 
 #include "core/error.h"
 #include "core/flags.h"
@@ -19,7 +22,11 @@ CpuDevices::CpuDevices(int num_devices) {
   if (num_devices < 1) Fail("CpuDevices: {} devices; expected at least 1", num_devices);
   comm_ = NewInProcessCommunicator(num_devices);
   threads_.reserve(static_cast<size_t>(num_devices));
-  for (int d = 0; d < num_devices; ++d) threads_.emplace_back([this, d] { Loop(d); });
+  for (int d = 0; d < num_devices; ++d)
+    threads_.emplace_back([this, d] {
+      pthread_setname_np(pthread_self(), ("axle-device-" + std::to_string(d)).substr(0, 15).c_str());
+      Loop(d);
+    });
 }
 
 CpuDevices::~CpuDevices() {

@@ -1,10 +1,12 @@
 #include "runtime/thread_pool.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <string>
 
 namespace axle::runtime {
 namespace {
@@ -34,7 +36,10 @@ bool SpinUntil(Done done, int64_t micros) {
 
 ThreadPool::ThreadPool(int num_threads) {
   for (int i = 1; i < std::max(1, num_threads); ++i)
-    workers_.emplace_back([this, i] { WorkerLoop(i); });
+    workers_.emplace_back([this, i] {
+      pthread_setname_np(pthread_self(), ("axle-pool-" + std::to_string(i)).substr(0, 15).c_str());
+      WorkerLoop(i);
+    });
 }
 
 ThreadPool::~ThreadPool() {
