@@ -351,7 +351,8 @@ void CpuExecutable::RunGenerated(RunState& rs, const Step& st, std::vector<SlotS
   void* const* pout = out.data();
   const int64_t chunk = g.min_chunk > 0 ? g.min_chunk : kParallelElements;
   if (g.elements >= chunk && g.elements > 1) {
-    ThreadPool::Global().ParallelFor(g.elements, chunk, [&](int64_t b, int64_t e) { fn(pin, pout, b, e); });
+    ThreadPool::Global().ParallelFor(g.elements, chunk, [&](int64_t b, int64_t e) { fn(pin, pout, b, e); },
+                                     g.chunks_per_thread);
   } else if (g.elements > 0) {
     fn(pin, pout, 0, g.elements);
   }

@@ -114,8 +114,8 @@ void ThreadPool::WorkerLoop(int /*index*/) {
   }
 }
 
-void ThreadPool::ParallelFor(int64_t n, int64_t min_parallel,
-                             const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::ParallelFor(int64_t n, int64_t min_parallel, const std::function<void(int64_t, int64_t)>& fn,
+                             int chunks_per_thread) {
   if (n <= 0) return;
   if (workers_.empty() || n < min_parallel || n < num_threads() || tls_in_pool_body) {
     fn(0, n);
@@ -124,7 +124,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_parallel,
   // Note [Pool chunks]: a few chunks per thread, each no smaller than half of min_parallel.
   const int64_t grain = std::max<int64_t>(1, min_parallel / 2);
   const int64_t chunks = std::clamp<int64_t>(n / grain, num_threads(),
-                                             std::min<int64_t>(n, int64_t{kChunksPerThread} * num_threads()));
+                                             std::min<int64_t>(n, int64_t{std::max(1, chunks_per_thread)} * num_threads()));
   std::lock_guard<std::mutex> call_lock(call_mu_);
   uint32_t gen;
   {

@@ -39,6 +39,9 @@
 
 namespace axle::runtime {
 
+// Chunks a call is cut into, at most, per thread (Note [Pool chunks]).
+inline constexpr int kChunksPerThread = 4;
+
 class ThreadPool {
  public:
   explicit ThreadPool(int num_threads);
@@ -53,8 +56,9 @@ class ThreadPool {
   // call ParallelFor on the same pool (a nested call runs inline). Thread-safe: calls from
   // several threads (the devices of devices.h) take turns. When a chunk throws, the other chunks
   // still finish and the first exception is rethrown to the caller.
-  void ParallelFor(int64_t n, int64_t min_parallel,
-                   const std::function<void(int64_t, int64_t)>& fn);
+  // At most chunks_per_thread chunks per thread (1: one contiguous share per thread).
+  void ParallelFor(int64_t n, int64_t min_parallel, const std::function<void(int64_t, int64_t)>& fn,
+                   int chunks_per_thread = kChunksPerThread);
 
   // The process-wide pool used by the CPU kernels.
   static ThreadPool& Global();
@@ -76,9 +80,6 @@ class ThreadPool {
   std::exception_ptr error_;  // the first exception a worker's chunk threw
   bool stop_ = false;
 };
-
-// Chunks a call is cut into, per thread (Note [Pool chunks]).
-inline constexpr int kChunksPerThread = 4;
 
 // Elements above which the kernels split loops over the pool.
 inline constexpr int64_t kParallelElements = 32 * 1024;

@@ -318,6 +318,13 @@ TEST(ThreadPoolTest, ChunksAreFixedByTheCallAndEachRunsOnceAcrossManyCalls) {
     ++calls;
   });
   EXPECT_EQ(calls.load(), 8);
+  // One chunk per thread on request (column reductions): 4 contiguous shares.
+  calls = 0;
+  pool.ParallelFor(96, 1, [&](int64_t b, int64_t e) {
+    EXPECT_EQ(e - b, 24);
+    ++calls;
+  }, /*chunks_per_thread=*/1);
+  EXPECT_EQ(calls.load(), 4);
 }
 
 // ----- single replica: plain Execute --------------------------------------------------------
