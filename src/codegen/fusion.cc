@@ -5,12 +5,16 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 #include <unordered_map>
 
 namespace axle::codegen {
 namespace {
+
+// Note [Recomputing cheap values]: the largest computation a second group recomputes.
+constexpr size_t kMaxRecompute = 24;
 
 using ir::Node;
 using ir::OpKind;
@@ -144,6 +148,32 @@ std::vector<Kernel> FuseFunction(const ir::Function& f) {
     return false;
   };
 
+  // Note [Recomputing cheap values]: the distinct full-size values n's computation reads from
+  // outside, walking up through the elementwise nodes a group could recompute (kMaxRecompute
+  // nodes at most; more: a large number). Broadcasts of smaller values read little and are free.
+  auto outside_streams = [&](const Node* n, int64_t count) -> size_t {
+    std::set<const Value*> leaves;
+    std::set<const Node*> seen;
+    std::vector<const Node*> stack = {n};
+    while (!stack.empty()) {
+      const Node* x = stack.back();
+      stack.pop_back();
+      if (!seen.insert(x).second) continue;
+      if (seen.size() > kMaxRecompute) return std::numeric_limits<size_t>::max();
+      for (const Value* o : x->operands()) {
+        const Node* p = o->node();
+        if (IsDuplicable(*p)) continue;
+        if (p->op() == OpKind::kParameter || p->op() == OpKind::kConstant || !IsFusible(*p) || IsIndexMap(*p) ||
+            is_result.count(o) || o->shape().NumElements() != count) {
+          leaves.insert(o);
+          continue;
+        }
+        stack.push_back(p);
+      }
+    }
+    return leaves.size();
+  };
+
   for (size_t k = nodes.size(); k-- > 0;) {
     const Node* n = nodes[k].get();
     if (n->op() == OpKind::kParameter || n->op() == OpKind::kConstant) continue;
@@ -158,16 +188,19 @@ std::vector<Kernel> FuseFunction(const ir::Function& f) {
       bool materialize = is_result.count(v) > 0 || us.empty();
       std::set<int> joined;
       for (const Node* u : us) {
+        // Every group that computes u needs n (a recomputed user is in two, Note [Recomputing
+        // cheap values]); a group that cannot hold n reads it materialized.
         bool in = false;
         for (int g : group_of[u]) {
-          if (groups[g].fused && groups[g].elements == count && groups[g].members.count(u) &&
-              !IsIndexMap(*u)) {
+          if (!groups[g].members.count(u)) continue;
+          if (groups[g].fused && groups[g].elements == count && !IsIndexMap(*u)) {
             if (joined.insert(g).second) {
               groups[g].members.insert(n);
               group_of[n].push_back(g);
             }
             in = true;
-            break;
+          } else {
+            materialize = true;
           }
         }
         if (!in) materialize = true;
@@ -188,6 +221,27 @@ std::vector<Kernel> FuseFunction(const ir::Function& f) {
       target = gs[0];
     }
     if (target >= 0 && mapped_user_in(v, target)) ok = false;
+    if (!ok && !is_result.count(v) && !us.empty()) {
+      // Note [Recomputing cheap values]: users in two fused groups of this element count, and a
+      // value computed from at most one full-size outside value: each group computes it again.
+      std::set<int> targets;
+      bool all_fused = true;
+      for (const Node* u : us) {
+        for (int g : group_of[u]) {
+          if (!groups[g].members.count(u)) continue;
+          if (!groups[g].fused || groups[g].elements != count || mapped_user_in(v, g)) all_fused = false;
+          targets.insert(g);
+        }
+        if (group_of[u].empty()) all_fused = false;
+      }
+      if (all_fused && targets.size() == 2 && outside_streams(n, count) <= 1) {
+        for (int g : targets) {
+          groups[g].members.insert(n);
+          group_of[n].push_back(g);
+        }
+        continue;
+      }
+    }
     if (!ok || target < 0) {
       // Multi-output fusion: join the fused group T of some users when every other user comes
       // after T's root (then no other user can feed T: no cycle) and n becomes an extra output.
