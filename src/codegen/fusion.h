@@ -9,7 +9,9 @@
 // is never in the group), an iota computes its value from i. A producer joins its
 // consumers' group when all its users are in that group and it has the group's element count,
 // or when its other users all come after the group's last node (multi-output fusion: it is then
-// also written out); otherwise it is materialized by a group of its own.
+// also written out); otherwise it is materialized by a group of its own. A broadcast that adds
+// elements is duplicated into every consumer group (each reads the operand at a mapped index) and
+// materialized only when a non-fused node or the function's results need it.
 //
 // Note [Recomputing cheap values]: before multi-output fusion, a value whose users are in exactly
 // two fused groups of its element count, and that is computed (through at most kMaxRecompute
@@ -18,9 +20,7 @@
 // training step's elementwise chains feed a forward kernel and the backward kernel that needs
 // their intermediates: GPT-2's GELU forward wrote 7 tensors its backward read back, and now
 // writes only its result, the backward recomputing from the pre-activation. Recomputing repeats
-// the same operations in the same order, so results are bitwise those of the materialized value. A broadcast that adds
-// elements is duplicated into every consumer group (each reads the operand at a mapped index) and
-// materialized only when a non-fused node or the function's results need it.
+// the same operations in the same order, so results are bitwise those of the materialized value.
 //
 // Reductions with a fused prologue: a reduce (sum/max/min, f32/f64) whose reduced dims, once
 // dims of size 1 are dropped, are the innermost block (a row reduction, the operand viewed as

@@ -1,8 +1,8 @@
 // A tiny fork-join pool for the CPU executor's large loops.
 //
 // ParallelFor splits [0, n) into a few contiguous chunks per thread, which the pool's workers and
-// the calling thread claim one at a time, and returns when all are done (Note [Pool chunks]). Loops under `min_parallel`
-// iterations run inline on the caller. The pool has hardware_concurrency() threads in all (the
+// the calling thread claim one at a time, and returns when all are done (Note [Pool chunks]).
+// Loops under `min_parallel` iterations run inline on the caller. The pool has hardware_concurrency() threads in all (the
 // caller counts as one). BLAS runs single-threaded inside ParallelFor bodies: the pool, not
 // OpenBLAS's own threads, parallelizes products (cpu_dot.cc, Note [BLAS threads]).
 //
@@ -21,7 +21,8 @@
 // cores: a worker the kernel has not scheduled yet used to hold back its fixed half of a loop for
 // up to a scheduler time slice while the caller, done with its own half, waited. GPT-2 small's
 // first kernels of each step, which run while the host traces, took 0.66-0.71 ms for 64K
-// elements (~20 us alone). Now the caller takes the chunks nobody has started. Chunk boundaries
+// elements (~20 us alone). Now the caller takes the chunks nobody has started: GPT-2 small,
+// medians of 6 interleaved runs of 60 steps, 38.5 -> 34.4 ms a step. Chunk boundaries
 // depend only on n, min_parallel and the thread count, never on which thread runs what, so
 // results stay bitwise deterministic. A chunk is at least min_parallel / 2 iterations and there
 // are at most kChunksPerThread per thread. The counter carries the call's generation, so a worker
