@@ -1,11 +1,33 @@
 #include "ir/literal.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <limits>
+#include <new>
 
 #include "core/half.h"
 
 namespace axle::ir {
+namespace detail {
+
+// Note [Aligning by hand] (literal.h). malloc returns at least 16-byte aligned blocks, so the
+// aligned address is 16 to 64 bytes past the block's, and the word below it is free to hold it.
+void* AllocateAligned64(size_t bytes) {
+  if (bytes > std::numeric_limits<size_t>::max() - 64) throw std::bad_alloc();
+  void* block = std::malloc(bytes + 64);
+  if (block == nullptr) throw std::bad_alloc();
+  const auto aligned = (reinterpret_cast<uintptr_t>(block) + 64) & ~uintptr_t{63};
+  reinterpret_cast<void**>(aligned)[-1] = block;
+  return reinterpret_cast<void*>(aligned);
+}
+
+void FreeAligned64(void* p) noexcept {
+  if (p != nullptr) std::free(static_cast<void**>(p)[-1]);
+}
+
+}  // namespace detail
+
 namespace {
 
 template <typename I>

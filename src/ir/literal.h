@@ -19,14 +19,27 @@ namespace axle::ir {
 
 // Literal storage: 64-byte aligned (whole cache lines, aligned vector loads in generated code),
 // and resize() leaves bytes uninitialized (Literal zero-fills explicitly unless asked not to).
+//
+// Note [Aligning by hand]: the 64-byte alignment comes from malloc(n + 64), with the block's
+// address stored just below the aligned one, not from aligned operator new. glibc's memalign
+// splits and frees the block's edges, and a training step's pattern of large aligned
+// allocations then walked up the heap: each step's buffers landed on fresh pages (a test that
+// allocates 64 + 32 MB and frees them, four times, faulted 16K pages in every round, the heap
+// growing by 64 MB a round) instead of reusing the last step's (CpuMemoryTest in
+// tests/runtime/cpu_backend_test.cc; Note [Keeping freed memory] in runtime/cpu_executor.cc).
+namespace detail {
+void* AllocateAligned64(size_t bytes);
+void FreeAligned64(void* p) noexcept;
+}  // namespace detail
+
 template <typename T>
 struct LiteralAllocator {
   using value_type = T;
   LiteralAllocator() = default;
   template <typename U>
   LiteralAllocator(const LiteralAllocator<U>&) noexcept {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* p, size_t) noexcept { ::operator delete(p, std::align_val_t{64}); }
+  T* allocate(size_t n) { return static_cast<T*>(detail::AllocateAligned64(n * sizeof(T))); }
+  void deallocate(T* p, size_t) noexcept { detail::FreeAligned64(p); }
   template <typename U>
   void construct(U* p) noexcept { ::new (static_cast<void*>(p)) U; }  // default-init: no zeroing
   template <typename U, typename... A>

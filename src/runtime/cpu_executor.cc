@@ -671,8 +671,9 @@ class InterpreterBackendImpl final : public Backend {
 // outputs). So there is one arena: 0 faults a step, step 1.44 -> 1.38 s (3 interleaved pairs), and
 // GPT-2 small no slower (small allocations come from each thread's tcache without the arena lock).
 // This must happen before any other thread first calls malloc (a thread keeps the arena it got),
-// hence a static initializer of the library that holds the CPU backend. The process's peak heap
-// is unchanged; only its release is.
+// hence a static initializer of the library that holds the CPU backend. Literal storage is
+// aligned by hand, not by memalign, for the same reason (Note [Aligning by hand] in
+// ir/literal.h). The process's peak heap is unchanged; only its release is.
 static bool KeepFreedMemory() {
   mallopt(M_ARENA_MAX, 1);
   mallopt(M_MMAP_MAX, 0);

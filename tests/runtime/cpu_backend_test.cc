@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -158,7 +161,9 @@ void CheckNonFiniteDot(int64_t M, int64_t K, int64_t N) {
     for (int64_t k = 0; k < 3; ++k)
       for (int64_t n = 0; n < N; ++n) ys[k * N + n] = 1;
     std::vector<BufferPtr> want = run(x, y, 1e-5);
-    if (t == DType::kF32) EXPECT_TRUE(std::isfinite(want[0]->data<T>()[11 * N]));  // double accumulation
+    if (t == DType::kF32) {
+      EXPECT_TRUE(std::isfinite(want[0]->data<T>()[11 * N]));  // double accumulation
+    }
   }
 }
 
@@ -178,6 +183,37 @@ TEST(CpuDotTest, SmallDotsAreExactAndEmptyContractionIsZero) {
   b.Return({b.MatMul(x, y), b.MatMul(u, v)});
   ExpectSame(m, {Literal(F32({3, 0})), Literal(F32({0, 4})), RandomLiteral(DType::kF32, {5, 3}, 3),
                  RandomLiteral(DType::kF32, {3, 2}, 4)}, 0);
+}
+
+// Note [Keeping freed memory] (cpu_executor.cc): a buffer freed by a thread other than the main
+// one (the executor thread allocates every kernel's outputs) is reused by the next allocation of
+// its size without faulting its pages in again. glibc gives such a thread its own arena of
+// mmapped heaps unless the process has one arena; the backend's static initializer sets it.
+TEST(CpuMemoryTest, BuffersFreedOnAnotherThreadAreReusedWithoutPageFaults) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer has its own allocator";
+#endif
+  (void)GetBackend("cpu");  // the backend's library, and so its static initializer, is linked in
+  auto faults = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<int64_t>(u.ru_minflt);
+  };
+  const int64_t elements = int64_t{16} << 20;  // 64 MB: 16K pages
+  std::vector<int64_t> per_round;
+  std::thread([&] {
+    for (int round = 0; round < 4; ++round) {
+      const int64_t before = faults();
+      Literal a = Literal::Uninitialized(F32({elements}));
+      Literal b = Literal::Uninitialized(F32({elements / 2}));
+      std::memset(a.mutable_bytes().data(), round, a.mutable_bytes().size());
+      std::memset(b.mutable_bytes().data(), round, b.mutable_bytes().size());
+      per_round.push_back(faults() - before);
+    }
+  }).join();
+  // The first round may fault its pages in (or reuse memory earlier tests freed); later ones
+  // must not (with an arena per thread each round faulted ~24K pages in).
+  for (size_t r = 1; r < per_round.size(); ++r) EXPECT_LT(per_round[r], 500) << "round " << r;
 }
 
 // Big tensors (> 32K elements) take the threaded paths; every one is bitwise exact.
