@@ -41,8 +41,7 @@ std::atomic<int64_t> g_operand_copies{0};
 // runs single-threaded, and the parallelism is ours:
 //   - a batch of products (B >= threads, or any batch under kSplitMacs in all) is split over the
 //     pool by batch index (the attention scores are 32 products of 64 x 64 x 32);
-//   - a few large products are each split by rows of C (or by columns when M is small) into one
-//     block per thread, on chunk boundaries that are multiples of 16.
+//   - a few large products are each split into tiles of C (Note [Product tiles]).
 // Measured on GPT-2 124M (2 cores, batch 4 x 64): 74-82 tokens/s against 67-68 with OpenBLAS's
 // own two threads; the small config gains ~5%. openblas_set_num_threads is process-wide; without
 // OpenBLAS (another BLAS behind cblas.h) the weak symbol is null and that BLAS keeps its policy.
@@ -56,6 +55,52 @@ void SetBlasThreads(int n) {
   openblas_set_num_threads(n);
   current.store(n, std::memory_order_relaxed);
 }
+
+// Note [Product tiles]
+// A large product is split over the pool's threads by tiles of C, each one BLAS call. Up to a
+// few MB of C per thread, one block per thread (by rows, or by columns when M is small) is best:
+// every extra tile packs its panels of A and B again, and the products whose K is small (the
+// weight gradients, K = batch x seq) lost 10-20% with 4-8 tiles. Above that, a block no longer
+// stays in cache between OpenBLAS's passes over it (it first scales C by beta, then adds the
+// product panel by panel), and both cores stream it from memory. So such a product gets tiles of
+// at most kTileElements, about a multiple of the thread count of them, claimed one at a time.
+// GPT-2 124M's LM head, 3 interleaved pairs of 8-step runs: the weight gradient (C = 50257 x 768,
+// K = 256) took 133 ms a call in two halves and 119 in 74 tiles of 688 rows; the logits
+// (C = 256 x 50257) 123 -> 119 ms. Every tile is computed by the same call whichever thread runs
+// it, so the result does not depend on the schedule.
+constexpr int64_t kTileElements = int64_t{1} << 19;      // 2 MB of f32
+constexpr int64_t kBlockElements = int64_t{1} << 21;     // above this per thread, tile
+
+int64_t RoundUp16(int64_t x) { return (x + 15) / 16 * 16; }
+
+}  // namespace
+
+DotTiles DotTiling(int64_t M, int64_t N, int threads) {
+  DotTiles t;
+  if (M * N <= kBlockElements * threads) {
+    // One block per thread, on multiples of 16 so the split falls on BLAS's own register blocks.
+    (M >= N || M >= 64 * threads ? t.rows : t.cols) = threads;
+    t.row_extent = t.rows == 1 ? M : RoundUp16((M + t.rows - 1) / t.rows);
+    t.col_extent = t.cols == 1 ? N : RoundUp16((N + t.cols - 1) / t.cols);
+    return t;
+  }
+  // Cut the longer side into about a multiple of `threads` tiles of at most kTileElements, on
+  // multiples of 16; cut the other side too only when a 16-wide strip is still too large.
+  const bool by_rows = M >= N;
+  const int64_t along = by_rows ? M : N, across = by_rows ? N : M;
+  const int64_t across_cuts = std::max<int64_t>(1, (16 * across + kTileElements - 1) / kTileElements);
+  const int64_t across_extent = across_cuts == 1 ? across : RoundUp16((across + across_cuts - 1) / across_cuts);
+  int64_t cuts = std::max<int64_t>(1, (along * across_extent + kTileElements - 1) / kTileElements);
+  cuts = (cuts + threads - 1) / threads * threads;
+  const int64_t along_extent = RoundUp16((along + cuts - 1) / cuts);
+  (by_rows ? t.row_extent : t.col_extent) = along_extent;
+  (by_rows ? t.col_extent : t.row_extent) = across_extent;
+  t.rows = (M + t.row_extent - 1) / t.row_extent;
+  t.cols = (N + t.col_extent - 1) / t.col_extent;
+  return t;
+}
+
+namespace {
 
 // An operand as a batch of row-major matrices [rows_wanted, cols_wanted] (or, with trans, stored
 // as [cols_wanted, rows_wanted]) whose rows are ld elements apart; matrix i starts at offset[i].
@@ -229,30 +274,25 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
         }
       });
     } else {
-      // Few large products: split each one's rows (M) or, when M is small, its columns (N).
-      const bool by_rows = M >= N || M >= 64 * threads;
+      // Few large products: each one is cut into tiles of C (Note [Product tiles]).
+      const DotTiles tiles = DotTiling(M, N, threads);
+      const int64_t count = tiles.rows * tiles.cols;
       for (int64_t i = 0; i < B; ++i) {
         const T* ab = a.at(i);
         const T* bb = b.at(i);
         T* cb = c + i * M * N;
-        ThreadPool::Global().ParallelFor(threads, 1, [&](int64_t lo, int64_t hi) {
+        ThreadPool::Global().ParallelFor(count, 1, [&](int64_t lo, int64_t hi) {
           for (int64_t t = lo; t < hi; ++t) {
-            const int64_t extent = by_rows ? M : N;
-            // Chunks are multiples of 16 so the split falls on BLAS's own register blocks.
-            const int64_t chunk = (extent / threads + 15) / 16 * 16;
-            const int64_t begin = std::min(extent, t * chunk), end = t + 1 == threads ? extent : std::min(extent, begin + chunk);
-            if (begin >= end) continue;
-            if (by_rows) {
-              Gemm(a.trans, b.trans, end - begin, N, K, a.trans ? ab + begin : ab + begin * lda, lda, bb, ldb,
-                   cb + begin * N, N);
-              check(cb + begin * N, end - begin, N);
-            } else {
-              Gemm(a.trans, b.trans, M, end - begin, K, ab, lda, b.trans ? bb + begin * ldb : bb + begin, ldb,
-                   cb + begin, N);
-              check(cb + begin, M, end - begin);
-            }
+            const int64_t r0 = std::min(M, t / tiles.cols * tiles.row_extent);
+            const int64_t r1 = std::min(M, r0 + tiles.row_extent);
+            const int64_t c0 = std::min(N, t % tiles.cols * tiles.col_extent);
+            const int64_t c1 = std::min(N, c0 + tiles.col_extent);
+            if (r0 >= r1 || c0 >= c1) continue;
+            Gemm(a.trans, b.trans, r1 - r0, c1 - c0, K, a.trans ? ab + r0 : ab + r0 * lda, lda,
+                 b.trans ? bb + c0 * ldb : bb + c0, ldb, cb + r0 * N + c0, N);
+            check(cb + r0 * N + c0, r1 - r0, c1 - c0);
           }
-        });
+        }, static_cast<int>(std::min<int64_t>(count, 1 << 20)));
       }
     }
     if (finite.load(std::memory_order_relaxed)) return true;

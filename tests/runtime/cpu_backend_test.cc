@@ -173,6 +173,52 @@ TEST(CpuDotTest, NonFiniteValuesMatchTheExactLoop) {
   CheckNonFiniteDot<double>(128, 96, 128);
 }
 
+// Note [Product tiles] (cpu_dot.cc): a product whose C is a few MB per thread is cut into one
+// block per thread; a bigger one into at least two tiles per thread of at most 2 MB, covering C
+// with no empty tile.
+TEST(CpuDotTest, LargeProductsAreCutIntoTilesThatCoverTheResult) {
+  struct Case {
+    int64_t M, N;
+    int threads;
+    bool tiled;
+  };
+  const std::vector<Case> cases = {
+      {256, 3072, 2, false},  {768, 3072, 2, false}, {3072, 768, 2, false}, {50257, 768, 2, true},
+      {256, 50257, 2, true},  {96, 45000, 2, true},  {4200, 1040, 2, true}, {5000, 5000, 3, true},
+      {8, 2000000, 2, true},  {2000000, 8, 4, true}, {20, 10, 2, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(fmt::format("{} x {} on {} threads", c.M, c.N, c.threads));
+    const cpu::DotTiles t = cpu::DotTiling(c.M, c.N, c.threads);
+    ASSERT_GE(t.rows, 1);
+    ASSERT_GE(t.cols, 1);
+    // The tiles cover [0, M) x [0, N), and the last row and column of tiles are not empty.
+    EXPECT_GE(t.rows * t.row_extent, c.M);
+    EXPECT_GE(t.cols * t.col_extent, c.N);
+    EXPECT_LT((t.rows - 1) * t.row_extent, c.M);
+    EXPECT_LT((t.cols - 1) * t.col_extent, c.N);
+    if (!c.tiled) {
+      EXPECT_EQ(t.rows * t.cols, c.threads);
+      continue;
+    }
+    EXPECT_GE(t.rows * t.cols, 2 * c.threads);
+    // At most 2 MB of f32, except where a 16-wide strip is itself larger.
+    EXPECT_LE(std::min(t.row_extent, c.M) * std::min(t.col_extent, c.N), (int64_t{1} << 19) + 16 * (c.M + c.N));
+  }
+}
+
+// Tiled products against the interpreter, both orientations, and non-finite results in a tile.
+TEST(CpuDotTest, TiledProductsMatchTheInterpreter) {
+  for (const auto& [m, n] : std::vector<std::pair<int64_t, int64_t>>{{4200, 1040}, {96, 45000}}) {
+    SCOPED_TRACE(fmt::format("{} x 8 x {}", m, n));
+    ir::Module mod("dot");
+    Builder b(mod.AddFunction("main"));
+    b.Return({b.MatMul(b.Parameter(0, F32({m, 8})), b.Parameter(1, F32({8, n})))});
+    ExpectSame(mod, {RandomLiteral(DType::kF32, {m, 8}, 1), RandomLiteral(DType::kF32, {8, n}, 2)}, 1e-5);
+  }
+  CheckNonFiniteDot<float>(4200, 24, 1040);
+}
+
 TEST(CpuDotTest, SmallDotsAreExactAndEmptyContractionIsZero) {
   ir::Module m("dot");
   Builder b(m.AddFunction("main"));
