@@ -75,11 +75,16 @@ int64_t RoundUp16(int64_t x) { return (x + 15) / 16 * 16; }
 
 }  // namespace
 
-DotTiles DotTiling(int64_t M, int64_t N, int threads) {
+DotTiles DotTiling(int64_t M, int64_t N, int64_t K, int threads) {
   DotTiles t;
   if (M * N <= kBlockElements * threads) {
     // One block per thread, on multiples of 16 so the split falls on BLAS's own register blocks.
-    (M >= N || M >= 64 * threads ? t.rows : t.cols) = threads;
+    // By columns when M is small, or when N > M and the contraction is long: each thread then
+    // packs only its half of B (the weights, in a layer's forward product and its input
+    // gradient) and both pack the short A; two halves of rows would each pack all of B.
+    // Measured (interleaved, medians of 21): GPT-2 124M's forward and input-gradient products
+    // 1-5% faster by columns; its weight gradients (K = 256 < M) 3-4% faster by rows.
+    (M >= N || (M >= 64 * threads && K < M) ? t.rows : t.cols) = threads;
     t.row_extent = t.rows == 1 ? M : RoundUp16((M + t.rows - 1) / t.rows);
     t.col_extent = t.cols == 1 ? N : RoundUp16((N + t.cols - 1) / t.cols);
     return t;
@@ -275,7 +280,7 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
       });
     } else {
       // Few large products: each one is cut into tiles of C (Note [Product tiles]).
-      const DotTiles tiles = DotTiling(M, N, threads);
+      const DotTiles tiles = DotTiling(M, N, K, threads);
       const int64_t count = tiles.rows * tiles.cols;
       for (int64_t i = 0; i < B; ++i) {
         const T* ab = a.at(i);

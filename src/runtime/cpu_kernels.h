@@ -51,13 +51,13 @@ void SetBlasMinFlops(int64_t flops);
 // other layouts are read in place.
 int64_t DotOperandCopies();
 
-// How one large product is split over `threads` threads: `rows` x `cols` tiles of C, each
+// How one large product ([M, K] x [K, N]) is split over `threads` threads: `rows` x `cols` tiles of C, each
 // row_extent x col_extent (the last ones may be shorter, or empty), one BLAS call each
 // (Note [Product tiles] in cpu_dot.cc).
 struct DotTiles {
   int64_t rows = 1, cols = 1;
   int64_t row_extent = 0, col_extent = 0;
 };
-DotTiles DotTiling(int64_t M, int64_t N, int threads);
+DotTiles DotTiling(int64_t M, int64_t N, int64_t K, int threads);
 
 }  // namespace axle::runtime::cpu

@@ -178,18 +178,22 @@ TEST(CpuDotTest, NonFiniteValuesMatchTheExactLoop) {
 // with no empty tile.
 TEST(CpuDotTest, LargeProductsAreCutIntoTilesThatCoverTheResult) {
   struct Case {
-    int64_t M, N;
+    int64_t M, N, K;
     int threads;
     bool tiled;
+    bool by_rows = false;  // when not tiled
   };
   const std::vector<Case> cases = {
-      {256, 3072, 2, false},  {768, 3072, 2, false}, {3072, 768, 2, false}, {50257, 768, 2, true},
-      {256, 50257, 2, true},  {96, 45000, 2, true},  {4200, 1040, 2, true}, {5000, 5000, 3, true},
-      {8, 2000000, 2, true},  {2000000, 8, 4, true}, {20, 10, 2, false},
+      {256, 3072, 768, 2, false, false},  // a layer's forward product: columns (each packs half of B)
+      {768, 3072, 256, 2, false, true},   // its weight gradient (K < M): rows
+      {3072, 768, 256, 2, false, true},   {96, 300, 4000, 2, false, false}, {20, 10, 5, 2, false, true},
+      {50257, 768, 256, 2, true},         {256, 50257, 768, 2, true},       {96, 45000, 8, 2, true},
+      {4200, 1040, 8, 2, true},           {5000, 5000, 64, 3, true},        {8, 2000000, 8, 2, true},
+      {2000000, 8, 8, 4, true},
   };
   for (const Case& c : cases) {
-    SCOPED_TRACE(fmt::format("{} x {} on {} threads", c.M, c.N, c.threads));
-    const cpu::DotTiles t = cpu::DotTiling(c.M, c.N, c.threads);
+    SCOPED_TRACE(fmt::format("{} x {} x {} on {} threads", c.M, c.K, c.N, c.threads));
+    const cpu::DotTiles t = cpu::DotTiling(c.M, c.N, c.K, c.threads);
     ASSERT_GE(t.rows, 1);
     ASSERT_GE(t.cols, 1);
     // The tiles cover [0, M) x [0, N), and the last row and column of tiles are not empty.
@@ -198,6 +202,7 @@ TEST(CpuDotTest, LargeProductsAreCutIntoTilesThatCoverTheResult) {
     EXPECT_LT((t.rows - 1) * t.row_extent, c.M);
     EXPECT_LT((t.cols - 1) * t.col_extent, c.N);
     if (!c.tiled) {
+      EXPECT_EQ(c.by_rows ? t.rows : t.cols, c.threads);
       EXPECT_EQ(t.rows * t.cols, c.threads);
       continue;
     }
