@@ -9,9 +9,11 @@
 #   bench/train_tokens_per_s.sh
 #   CONFIG=124m STEPS=8 bench/train_tokens_per_s.sh
 #   STEPS=30 AXLE=build-x/axle TORCH_THREADS=1 bench/train_tokens_per_s.sh
+#   CONFIG=124m STEPS=8 ROUNDS=3 bench/train_tokens_per_s.sh   # alternate the sides, print medians
 #
 # Environment: CONFIG (small), BATCH / SEQ (per config), STEPS (default 20), SKIP (default 2: the
-# first steps are compile / warmup and are not timed), AXLE (default build/axle), PYTHON (default
+# first steps are compile / warmup and are not timed), ROUNDS (default 1: runs of each side,
+# alternated; the table shows medians), AXLE (default build/axle), PYTHON (default
 # /usr/bin/python3, must have torch), TORCH_THREADS (default: the core count), JAX_PYTHON (default:
 # the first of python3 on PATH, $PYTHON, /usr/bin/python3 that imports jax; JAX_PYTHON=none skips
 # JAX), JAX_THREADS (default: TORCH_THREADS). Each side is skipped with a note when it cannot run.
@@ -21,6 +23,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 AXLE="${AXLE:-build/axle}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 STEPS="${STEPS:-20}"
+ROUNDS="${ROUNDS:-1}"
 SKIP="${SKIP:-2}"
 CORES="$(nproc)"
 TORCH_THREADS="${TORCH_THREADS:-$CORES}"
@@ -49,18 +52,22 @@ trap 'rm -rf "$TMP"' EXIT
 echo "machine: $CORES cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "workload: $CONFIG GPT-2, batch $BATCH x seq $SEQ, $STEPS steps, first $SKIP not timed"
 
-axle_tps=""
+# One run of each side; both print "" when they cannot run (the reason goes to stderr once).
+axle_ok=1
 if [[ ! -x "$AXLE" ]]; then
-  echo "axle: $AXLE is not an executable (build it, or set AXLE=path/to/axle); skipped"
+  echo "axle: $AXLE is not an executable (build it, or set AXLE=path/to/axle); skipped"; axle_ok=0
 elif ! grep -qE "^ +train( |$)" <<<"$("$AXLE" --help 2>/dev/null)"; then
-  echo "axle: $AXLE has no 'train' subcommand (an old or partial build; rebuild it, or set AXLE=path/to/axle); skipped"
-else
+  echo "axle: $AXLE has no 'train' subcommand (an old or partial build; rebuild it, or set AXLE=path/to/axle); skipped"; axle_ok=0
+fi
+run_axle() {  # -> "tokens/s compile_s"
+  [[ "$axle_ok" == 1 ]] || return 0
   if "$AXLE" train --config "$CONFIG" --samples 0 --no-progress --steps "$STEPS" --batch "$BATCH" --seq "$SEQ" --lr 3e-4 \
        --weight-decay 0.1 --grad-clip 1.0 --dropout 0 --log-json "$TMP/axle.jsonl" \
        > "$TMP/axle.out" 2>&1; then
     # Tokens over time of the timed steps (not the mean of per-step rates, which overweights
     # fast steps). step_s is the wall time of a step; compile_s, when a step compiled, is in it.
-    axle_tps="$("$PYTHON" - "$TMP/axle.jsonl" "$SKIP" "$BATCH" "$SEQ" <<'PY'
+    local out
+    out="$("$PYTHON" - "$TMP/axle.jsonl" "$SKIP" "$BATCH" "$SEQ" <<'PY'
 import json, sys
 path, skip, b, t = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rows = [json.loads(l) for l in open(path) if l.strip()]
@@ -70,23 +77,46 @@ compile_s = sum(float(r.get("compile_s", 0)) for r in rows if "step" in r and in
 print(f"{b * t * len(timed) / secs:.1f} {compile_s:.2f}" if timed and secs > 0 else "")
 PY
 )"
-    [[ -n "$axle_tps" ]] || echo "axle: no timed steps in its log ($TMP/axle.jsonl)"
+    [[ -n "$out" ]] || echo "axle: no timed steps in its log ($TMP/axle.jsonl)" >&2
+    echo "$out"
   else
-    echo "axle: '$AXLE train' failed:"; tail -5 "$TMP/axle.out"
+    { echo "axle: '$AXLE train' failed:"; tail -5 "$TMP/axle.out"; } >&2
   fi
-fi
+}
 
-torch_tps=""
-if "$PYTHON" -c "import torch" >/dev/null 2>&1; then
+torch_ok=1
+if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
+  echo "torch: '$PYTHON -c \"import torch\"' fails; skipped"; torch_ok=0
+fi
+run_torch() {  # -> "tokens/s"
+  [[ "$torch_ok" == 1 ]] || return 0
   if "${TORCH_ENV[@]}" "$PYTHON" "$ROOT/bench/torch_gpt2_train.py" --config "$CONFIG" \
        --steps "$STEPS" --skip "$SKIP" --batch "$BATCH" --seq "$SEQ" --threads "$TORCH_THREADS" > "$TMP/torch.jsonl" 2> "$TMP/torch.err"; then
-    torch_tps="$("$PYTHON" -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print("%.1f" % s["summary"]["tokens_per_s"])' "$TMP/torch.jsonl")"
+    "$PYTHON" -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print("%.1f" % s["summary"]["tokens_per_s"])' "$TMP/torch.jsonl"
   else
-    echo "torch: the benchmark failed:"; tail -5 "$TMP/torch.err"
+    { echo "torch: the benchmark failed:"; tail -5 "$TMP/torch.err"; } >&2
   fi
-else
-  echo "torch: '$PYTHON -c \"import torch\"' fails; skipped"
-fi
+}
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {if (NR) print (NR % 2 ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2)}'; }
+
+# ROUNDS > 1 alternates the two sides (axle, pytorch, axle, ...): this VM's speed drifts by
+# 10-40% over minutes, and one run of each, minutes apart, can read a ratio that far off. The
+# table then shows each side's median and the median of the per-round ratios.
+axle_all="" torch_all="" ratio_all="" axle_compile=""
+for ((round = 1; round <= ROUNDS; ++round)); do
+  a="$(run_axle)"
+  t="$(run_torch)"
+  [[ -n "$a" ]] && axle_all+=" ${a%% *}" && axle_compile="${axle_compile:-${a##* }}"
+  [[ -n "$t" ]] && torch_all+=" $t"
+  r=""
+  [[ -n "$a" && -n "$t" ]] && r="$(awk -v a="${a%% *}" -v t="$t" 'BEGIN{printf "%.2f", a/t}')" && ratio_all+=" $r"
+  ((ROUNDS > 1)) && echo "round $round: axle ${a%% *} tokens/s, pytorch $t tokens/s${r:+, ${r}x}"
+done
+axle_tps=""
+[[ -n "$axle_all" ]] && axle_tps="$(median <<<"$axle_all") $axle_compile"
+torch_tps="$(median <<<"$torch_all")"
+ratio="$(median <<<"$ratio_all")"
 
 jax_tps=""
 if [[ "$JAX_PYTHON" == none ]]; then
@@ -136,8 +166,9 @@ printf '%-26s %14s\n' "" "tokens/s"
 printf '%-26s %14s   %s\n' "axle train" "${axle_tps%% *}" "$(roof "${axle_tps%% *}")"
 [[ -n "$axle_tps" ]] && printf '%-26s %14s\n' "  (compile, s)" "${axle_tps##* }"
 printf '%-26s %14s   %s\n' "pytorch eager ($TORCH_THREADS thr)" "$torch_tps" "$(roof "$torch_tps")"
-if [[ -n "$axle_tps" && -n "$torch_tps" ]]; then
-  printf '%-26s %14s\n' "axle / pytorch" "$(awk -v a="${axle_tps%% *}" -v t="$torch_tps" 'BEGIN{printf "%.2fx", a/t}')"
+if [[ -n "$ratio" ]]; then
+  printf '%-26s %14s%s\n' "axle / pytorch" "$(awk -v r="$ratio" 'BEGIN{printf "%.2fx", r}')" \
+    "$( ((ROUNDS > 1)) && echo "   median of $ROUNDS rounds:$ratio_all")"
 fi
 [[ "$JAX_PYTHON" != none ]] && printf '%-26s %14s   %s\n' "jax jit ($JAX_THREADS thr)" "$jax_tps" "$(roof "$jax_tps")"
 if [[ -n "$axle_tps" && -n "$jax_tps" ]]; then
