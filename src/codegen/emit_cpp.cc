@@ -105,24 +105,27 @@ constexpr const char* kFastMathPrelude = R"AX(
 namespace {
 inline float ax_bits_f(int32_t b) { return __builtin_bit_cast(float, b); }
 inline int32_t ax_f_bits(float f) { return __builtin_bit_cast(int32_t, f); }
+// a * b + c rounded once: one instruction where the host has FMA (-march=native), else the C
+// library's fmaf (same bits, slower): results do not depend on the host's ISA.
+inline float ax_fmaf(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
 // exp: x = n ln2 + r, |r| <= ln2/2 (Cody-Waite), e^r by a degree-6 polynomial, times 2^n applied
 // as two factors so results in the subnormal range and at the overflow edge stay exact.
 inline float ax_fexp(float x) {
   float xc = x > 100.0f ? 100.0f : x;
   xc = xc < -110.0f ? -110.0f : xc;
   const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float t = xc * 1.44269504088896341f + shifter;
+  const float t = ax_fmaf(xc, 1.44269504088896341f, shifter);
   const float n = t - shifter;
   const int32_t ni = ax_f_bits(t) - ax_f_bits(shifter);
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
+  float r = ax_fmaf(n, -0.693359375f, xc);
+  r = ax_fmaf(n, 2.12194440e-4f, r);
   float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
+  p = ax_fmaf(p, r, 1.3981999507e-3f);
+  p = ax_fmaf(p, r, 8.3334519073e-3f);
+  p = ax_fmaf(p, r, 4.1665795894e-2f);
+  p = ax_fmaf(p, r, 1.6666665459e-1f);
+  p = ax_fmaf(p, r, 5.0000001201e-1f);
+  p = ax_fmaf(p, r * r, r) + 1.0f;
   const int32_t n1 = ni >> 1, n2 = ni - n1;
   const float y = (p * ax_bits_f((n1 + 127) << 23)) * ax_bits_f((n2 + 127) << 23);
   return x != x ? x : y;
@@ -139,14 +142,14 @@ inline float ax_flog(float x) {
   m = lo ? m + m - 1.0f : m - 1.0f;
   const float z = m * m;
   float y = 7.0376836292e-2f;
-  y = y * m - 1.1514610310e-1f;
-  y = y * m + 1.1676998740e-1f;
-  y = y * m - 1.2420140846e-1f;
-  y = y * m + 1.4249322787e-1f;
-  y = y * m - 1.6668057665e-1f;
-  y = y * m + 2.0000714765e-1f;
-  y = y * m - 2.4999993993e-1f;
-  y = y * m + 3.3333331174e-1f;
+  y = ax_fmaf(y, m, -1.1514610310e-1f);
+  y = ax_fmaf(y, m, 1.1676998740e-1f);
+  y = ax_fmaf(y, m, -1.2420140846e-1f);
+  y = ax_fmaf(y, m, 1.4249322787e-1f);
+  y = ax_fmaf(y, m, -1.6668057665e-1f);
+  y = ax_fmaf(y, m, 2.0000714765e-1f);
+  y = ax_fmaf(y, m, -2.4999993993e-1f);
+  y = ax_fmaf(y, m, 3.3333331174e-1f);
   y = y * m * z;
   const float fe = static_cast<float>(e);
   y = y + fe * -2.12194440e-4f;
@@ -172,10 +175,10 @@ inline float ax_ftanh(float x) {
   const float a = std::fabs(x);
   const float z = a * a;
   float p = -5.70498872745e-3f;
-  p = p * z + 2.06390887954e-2f;
-  p = p * z - 5.37397155531e-2f;
-  p = p * z + 1.33314422036e-1f;
-  p = p * z - 3.33332819422e-1f;
+  p = ax_fmaf(p, z, 2.06390887954e-2f);
+  p = ax_fmaf(p, z, -5.37397155531e-2f);
+  p = ax_fmaf(p, z, 1.33314422036e-1f);
+  p = ax_fmaf(p, z, -3.33332819422e-1f);
   const float small = a + a * (z * p);
   const float big = 1.0f - 2.0f / (ax_fexp(a + a) + 1.0f);
   const float r = a < 0.625f ? small : big;
@@ -228,17 +231,17 @@ inline float ax_ferf(float x) {
   c = c < -4.0f ? -4.0f : c;
   const float z = c * c;
   float p = -2.72614225801306e-10f;
-  p = p * z + 2.77068142495902e-08f;
-  p = p * z - 2.10102402082508e-06f;
-  p = p * z - 5.69250639462346e-05f;
-  p = p * z - 7.34990630326855e-04f;
-  p = p * z - 2.95459980854025e-03f;
-  p = p * z - 1.60960333262415e-02f;
+  p = ax_fmaf(p, z, 2.77068142495902e-08f);
+  p = ax_fmaf(p, z, -2.10102402082508e-06f);
+  p = ax_fmaf(p, z, -5.69250639462346e-05f);
+  p = ax_fmaf(p, z, -7.34990630326855e-04f);
+  p = ax_fmaf(p, z, -2.95459980854025e-03f);
+  p = ax_fmaf(p, z, -1.60960333262415e-02f);
   float q = -1.45660718464996e-05f;
-  q = q * z - 2.13374055278905e-04f;
-  q = q * z - 1.68282697438203e-03f;
-  q = q * z - 7.37332916720468e-03f;
-  q = q * z - 1.42647390514189e-02f;
+  q = ax_fmaf(q, z, -2.13374055278905e-04f);
+  q = ax_fmaf(q, z, -1.68282697438203e-03f);
+  q = ax_fmaf(q, z, -7.37332916720468e-03f);
+  q = ax_fmaf(q, z, -1.42647390514189e-02f);
   return c * (p / q);
 }
 }  // namespace

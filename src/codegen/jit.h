@@ -52,7 +52,8 @@ void ResetJitStats();
 // program; "" restores the default).
 std::string JitCompiler();
 void SetJitCompilerForTesting(std::string path);
-// "-O3 -march=native -fPIC -shared -ffp-contract=off -std=c++17" (fp-contract: no FMA, exact).
+// "-O3 -march=native [-mprefer-vector-width=512] -fPIC -shared -ffp-contract=off -std=c++17"
+// (fp-contract: no FMA, exact; the vector width where the host has AVX-512F).
 std::vector<std::string> JitFlags();
 
 // Hex key of (source, compiler, flags).
