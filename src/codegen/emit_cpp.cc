@@ -604,7 +604,7 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
   // output's inputs in row-major order, round once; an empty sum is +0. One accumulator per
   // output, no reassociation.
   const auto kind = k.reduce->attrs_as<ir::ReduceAttrs>().kind;
-  const std::string xv = var.at(k.reduce->operand(0));
+  const std::string xv = operand(k.reduce->operand(0));  // a member value, or the input itself
   const char* init = kind == ir::ReduceKind::kSum ? "-0.0" : kind == ir::ReduceKind::kMax ? "-__builtin_inf()"
                                                                                            : "__builtin_inf()";
   auto combine = [&](const std::string& acc, const std::string& v) {

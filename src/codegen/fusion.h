@@ -28,7 +28,9 @@
 // fused group becomes one kernel with that group (the prologue): the loop runs over the reduce's
 // outputs, and for each over its R inputs in row-major order, evaluating the prologue at the flat
 // operand index and accumulating in double as the interpreter does. The group's other outputs
-// (values also needed elsewhere) are written by the same kernel at the operand index.
+// (values also needed elsewhere) are written by the same kernel at the operand index. Such a
+// reduce with no fusible producer (a parameter, a product's result) is a reduction kernel with an
+// empty prologue (`reduce[n]`), which reads its operand directly.
 //
 // Every other node (dot_general, reduce, gather, ...; and elementwise ops on bf16/f16, integer
 // pow) is a kernel of its own that the runtime's per-node executor runs. Parameters and

@@ -191,14 +191,16 @@ TEST(FusionTest, LayerNormIsReducesPlusFusedElementwise) {
   ir::Module m("layer_norm");
   BuildLayerNorm(m, 4, 8);
   auto ks = FuseOptimized(m);
-  // The mean's reduce reads x (a parameter: no prologue) and runs on its own; x - mean and its
-  // square are the prologue of the variance's reduce, and the normalize/scale/shift epilogue
-  // computes x - mean again (Note [Recomputing cheap values]) instead of reading it back. Over
-  // [4]: the mean and the rsqrt.
+  // The mean's reduce reads x (a parameter: an empty prologue); x - mean and its square are the
+  // prologue of the variance's reduce, and the normalize/scale/shift epilogue computes x - mean
+  // again (Note [Recomputing cheap values]) instead of reading it back. Over [4]: the mean and
+  // the rsqrt.
   ASSERT_EQ(ks.size(), 5u) << codegen::DescribeKernels(ks);
-  EXPECT_FALSE(ks[0].fused);
-  EXPECT_EQ(ks[0].nodes[0]->op(), OpKind::kReduce);
-  ASSERT_EQ(CountReductions(ks), 1) << codegen::DescribeKernels(ks);
+  ASSERT_TRUE(ks[0].fused);
+  ASSERT_NE(ks[0].reduce, nullptr);
+  EXPECT_EQ(ks[0].nodes, std::vector<const ir::Node*>{ks[0].reduce});  // no prologue
+  EXPECT_EQ(ks[0].inputs, std::vector<const ir::Value*>{ks[0].reduce->operand(0)});
+  ASSERT_EQ(CountReductions(ks), 2) << codegen::DescribeKernels(ks);
   const codegen::Kernel& red = ks[2];
   ASSERT_NE(red.reduce, nullptr) << codegen::DescribeKernels(ks);
   EXPECT_EQ(red.num_elements, 4);
@@ -222,7 +224,8 @@ TEST(FusionTest, LayerNormIsReducesPlusFusedElementwise) {
 }
 
 // Which reduces take a prologue: row (innermost block) and column (outermost block) reductions,
-// dims of size 1 ignored; a middle block or an operand that is a parameter stays a reduce node.
+// dims of size 1 ignored; a middle block stays a reduce node; an operand that is a parameter is
+// read by a reduction kernel with no prologue.
 TEST(FusionTest, ReductionPrologueShapes) {
   struct Case {
     Shape shape;
@@ -257,13 +260,22 @@ TEST(FusionTest, ReductionPrologueShapes) {
     EXPECT_EQ(ks[0].num_elements, c.shape.NumElements() / c.reduced) << what;
     EXPECT_EQ(codegen::DescribeKernels(ks), fmt::format("1 kernels: reduce{{exp}}[{}]", ks[0].num_elements));
   }
-  // No elementwise producer: the executor's reduce kernel.
-  ir::Module m("plain");
-  Builder b(m.AddFunction("main"));
-  b.Return({b.Reduce(b.Parameter(0, F32({4, 8}), "x"), ReduceKind::kSum, {1})});
-  auto ks = codegen::FuseFunction(*m.entry());
-  ASSERT_EQ(ks.size(), 1u);
-  EXPECT_FALSE(ks[0].fused);
+  // No elementwise producer: a reduction kernel with an empty prologue for row and column
+  // reductions, the executor's reduce kernel for a middle block.
+  for (const Case& c : cases) {
+    ir::Module m("plain");
+    Builder b(m.AddFunction("main"));
+    b.Return({b.Reduce(b.Parameter(0, F32(c.shape), "x"), ReduceKind::kSum, c.dims)});
+    auto ks = codegen::FuseFunction(*m.entry());
+    const std::string what = c.shape.ToString() + " " + codegen::DescribeKernels(ks);
+    ASSERT_EQ(ks.size(), 1u) << what;
+    EXPECT_EQ(ks[0].fused, c.fused) << what;
+    if (!c.fused) continue;
+    ASSERT_NE(ks[0].reduce, nullptr) << what;
+    EXPECT_EQ(ks[0].column, c.column) << what;
+    EXPECT_EQ(ks[0].reduced, c.reduced) << what;
+    EXPECT_EQ(codegen::DescribeKernels(ks), fmt::format("1 kernels: reduce[{}]", ks[0].num_elements));
+  }
 }
 
 TEST(FusionTest, MlpIsDotsPlusFusedEpilogues) {
@@ -495,6 +507,14 @@ TEST(CompiledBackendTest, ReductionWithProloguesBitwiseEqual) {
         fmt::format("case {}: {} {}", n++, c.shape.ToString(), codegen::DescribeKernels(FuseOptimized(*m.Clone())));
     EXPECT_EQ(CountReductions(FuseOptimized(*m.Clone())), 1) << what;
     ExpectSame(m, {RandomLiteral(c.t, c.shape, 20 + n), RandomLiteral(c.t, c.shape, 40 + n)}, what);
+    if (HasFatalFailure()) return;
+    // The same reduce of the parameter itself: a reduction kernel with no prologue.
+    ir::Module plain("reduce_plain");
+    Builder pb(plain.AddFunction("main"));
+    pb.Return({pb.Reduce(pb.Parameter(0, TensorType(c.t, c.shape), "x"), c.kind, c.dims)});
+    const std::string pwhat = fmt::format("plain {}: {}", what, codegen::DescribeKernels(FuseOptimized(*plain.Clone())));
+    EXPECT_EQ(CountReductions(FuseOptimized(*plain.Clone())), 1) << pwhat;
+    ExpectSame(plain, {RandomLiteral(c.t, c.shape, 60 + n)}, pwhat);
     if (HasFatalFailure()) return;
   }
 }
@@ -826,8 +846,8 @@ TEST(FusionTest, LayerNormBackwardExampleIsCurrent) {
   // The counts docs/compiler.md shows.
   std::vector<codegen::Kernel> ks = FuseOptimized(*m);
   EXPECT_EQ(ks.size(), 12u) << codegen::DescribeKernels(ks);
-  EXPECT_EQ(CountFused(ks), 10) << codegen::DescribeKernels(ks);
-  EXPECT_EQ(CountReductions(ks), 5) << codegen::DescribeKernels(ks);
+  EXPECT_EQ(CountFused(ks), 12) << codegen::DescribeKernels(ks);
+  EXPECT_EQ(CountReductions(ks), 7) << codegen::DescribeKernels(ks);  // 2 without a prologue
 }
 
 TEST(CompiledBackendTest, MlpTrainingStepMatchesTheInterpreter) {
