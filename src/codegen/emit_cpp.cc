@@ -108,6 +108,16 @@ inline int32_t ax_f_bits(float f) { return __builtin_bit_cast(int32_t, f); }
 // a * b + c rounded once: one instruction where the host has FMA (-march=native), else the C
 // library's fmaf (same bits, slower): results do not depend on the host's ISA.
 inline float ax_fmaf(float a, float b, float c) { return __builtin_fmaf(a, b, c); }
+// The 8 double lanes of a fast-math row sum: lanes[k] += x[k] for the floats x[0, 8), as one
+// convert and one add of GCC's vector extensions (written element by element, GCC's SLP
+// vectoriser scalarised it: extracts, cvtss2sd and addsd, half of a softmax row sum's time).
+typedef double ax_v8d __attribute__((vector_size(64)));
+typedef float ax_v8f __attribute__((vector_size(32)));
+inline void ax_lanes_add(ax_v8d& lanes, const float* x) {
+  ax_v8f v;
+  __builtin_memcpy(&v, x, sizeof(v));
+  lanes = lanes + __builtin_convertvector(v, ax_v8d);
+}
 // exp: x = n ln2 + r, |r| <= ln2/2 (Cody-Waite), e^r by a degree-6 polynomial, times 2^n applied
 // as two factors so results in the subnormal range and at the overflow edge stay exact.
 inline float ax_fexp(float x) {
@@ -644,7 +654,8 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
     const std::string lane_init = xt == DType::kF32 && minmax_lanes
                                       ? (kind == ir::ReduceKind::kMax ? "-__builtin_inff()" : "__builtin_inff()")
                                       : std::string(init);
-    if (lanes) s += fmt::format("    {1} lane[8] = {{{0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}}};\n", lane_init, lane_t);
+    if (sum_lanes) s += fmt::format("    ax_v8d lane = {{{0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}}};\n", lane_init);
+    else if (lanes) s += fmt::format("    {1} lane[8] = {{{0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}}};\n", lane_init, lane_t);
     s += fmt::format("    for (int64_t r0 = 0; r0 < {}; r0 += 256) {{\n", R);
     s += fmt::format("      const int64_t m = {} - r0 < 256 ? {} - r0 : 256;\n", R, R);
     s += "#pragma GCC ivdep\n";
@@ -657,7 +668,7 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
       s += "      int64_t r = 0;\n";
       s += "      for (; r + 8 <= m; r += 8)\n";
       if (sum_lanes)
-        s += "        for (int k = 0; k < 8; ++k) " + combine("lane[k]", "buf[r + k]") + "\n";
+        s += "        ax_lanes_add(lane, buf + r);\n";
       else
         s += fmt::format("        for (int k = 0; k < 8; ++k) lane[k] = {}(lane[k], buf[r + k]);\n",
                          kind == ir::ReduceKind::kMax ? "ax_max" : "ax_min");
