@@ -60,7 +60,7 @@ TEST_F(CliTest, CompileShowsIrKernelsAndCpp) {
   RunResult all = RunAxle("compile " + file);
   ASSERT_EQ(all.status, 0) << all.output;
   EXPECT_NE(all.output.find("// ---- IR after the default pipeline\nmodule @layer_norm_backward"), std::string::npos);
-  EXPECT_NE(all.output.find("12 kernels: reduce, fused{broadcast_in_dim,div}[4]"), std::string::npos) << all.output;
+  EXPECT_NE(all.output.find("12 kernels: reduce[4], fused{broadcast_in_dim,div}[4]"), std::string::npos) << all.output;
   EXPECT_NE(all.output.find("extern \"C\" void k11("), std::string::npos);
   RunResult kernels = RunAxle("compile --emit=kernels " + file);
   ASSERT_EQ(kernels.status, 0) << kernels.output;
