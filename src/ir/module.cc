@@ -6,18 +6,10 @@
 namespace axle::ir {
 
 Node::Node(Function* parent, OpKind op, std::vector<Value*> operands, Attrs attrs,
-           const std::vector<TensorType>& result_types)
-    : parent_(parent), op_(op), operands_(std::move(operands)), attrs_(std::move(attrs)) {
+           const std::vector<TensorType>& result_types, int64_t id)
+    : parent_(parent), op_(op), operands_(std::move(operands)), attrs_(std::move(attrs)), id_(id) {
   results_.reserve(result_types.size());
-  for (size_t i = 0; i < result_types.size(); ++i)
-    results_.push_back(std::make_unique<Value>(this, static_cast<int>(i), result_types[i]));
-}
-
-std::vector<Value*> Node::results() const {
-  std::vector<Value*> out;
-  out.reserve(results_.size());
-  for (const auto& r : results_) out.push_back(r.get());
-  return out;
+  for (size_t i = 0; i < result_types.size(); ++i) results_.emplace_back(this, static_cast<int>(i), result_types[i]);
 }
 
 Node* Function::AddNode(OpKind op, std::vector<Value*> operands, Attrs attrs,
@@ -28,7 +20,7 @@ Node* Function::AddNode(OpKind op, std::vector<Value*> operands, Attrs attrs,
 Node* Function::InsertNode(size_t pos, OpKind op, std::vector<Value*> operands, Attrs attrs,
                            const std::vector<TensorType>& result_types) {
   AXLE_CHECK(pos <= nodes_.size(), "InsertNode at {} of {}", pos, nodes_.size());
-  auto node = std::make_unique<Node>(this, op, std::move(operands), std::move(attrs), result_types);
+  auto node = std::make_unique<Node>(this, op, std::move(operands), std::move(attrs), result_types, next_id_++);
   Node* raw = node.get();
   nodes_.insert(nodes_.begin() + static_cast<std::ptrdiff_t>(pos), std::move(node));
   return raw;

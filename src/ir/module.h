@@ -15,6 +15,9 @@
 // Values are referenced by pointer; a pointer stays valid until its node is erased.
 #pragma once
 
+#include <compare>
+#include <cstddef>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,10 +63,56 @@ class Value {
   std::optional<Sharding> sharding_;
 };
 
+// A node's results as a range of Value* without allocating (a traced training step reads them
+// for every node several times); converts to a std::vector<Value*> where one is needed.
+class ResultRange {
+ public:
+  class iterator {
+   public:
+    using iterator_category = std::random_access_iterator_tag;
+    using value_type = Value*;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Value* const*;
+    using reference = Value*;
+    iterator() = default;
+    explicit iterator(Value* p) : p_(p) {}
+    Value* operator*() const { return p_; }
+    Value* operator[](difference_type i) const { return p_ + i; }
+    iterator& operator++() { ++p_; return *this; }
+    iterator operator++(int) { iterator t = *this; ++p_; return t; }
+    iterator& operator--() { --p_; return *this; }
+    iterator& operator+=(difference_type n) { p_ += n; return *this; }
+    iterator operator+(difference_type n) const { return iterator(p_ + n); }
+    difference_type operator-(const iterator& o) const { return p_ - o.p_; }
+    bool operator==(const iterator& o) const { return p_ == o.p_; }
+    auto operator<=>(const iterator& o) const { return p_ <=> o.p_; }
+
+   private:
+    Value* p_ = nullptr;
+  };
+  using value_type = Value*;
+  using size_type = size_t;
+  using const_iterator = iterator;
+
+  ResultRange(Value* first, size_t n) : first_(first), n_(n) {}
+  iterator begin() const { return iterator(first_); }
+  iterator end() const { return iterator(first_ + n_); }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  Value* operator[](size_t i) const { return first_ + i; }
+  Value* front() const { return first_; }
+  Value* back() const { return first_ + (n_ - 1); }
+  operator std::vector<Value*>() const { return std::vector<Value*>(begin(), end()); }
+
+ private:
+  Value* first_;
+  size_t n_;
+};
+
 class Node {
  public:
   Node(Function* parent, OpKind op, std::vector<Value*> operands, Attrs attrs,
-       const std::vector<TensorType>& result_types);
+       const std::vector<TensorType>& result_types, int64_t id = 0);
 
   OpKind op() const { return op_; }
   const OpInfo& info() const { return GetOpInfo(op_); }
@@ -76,8 +125,14 @@ class Node {
   void set_operand(size_t i, Value* v) { operands_[i] = v; }
 
   size_t num_results() const { return results_.size(); }
-  Value* result(size_t i = 0) const { return results_[i].get(); }
-  std::vector<Value*> results() const;
+  // A node owns its values; a const node still hands out mutable values (as operands do).
+  Value* result(size_t i = 0) const { return const_cast<Value*>(&results_[i]); }
+  ResultRange results() const { return ResultRange(const_cast<Value*>(results_.data()), results_.size()); }
+
+  // Unique among the nodes its function ever held, increasing in creation order (not position:
+  // InsertNode may place a node before older ones). Dense maps over a function's nodes index by
+  // it (Function::id_bound()).
+  int64_t id() const { return id_; }
 
   const Attrs& attrs() const { return attrs_; }
   Attrs& mutable_attrs() { return attrs_; }
@@ -97,9 +152,10 @@ class Node {
   Function* parent_;
   OpKind op_;
   std::vector<Value*> operands_;
-  std::vector<std::unique_ptr<Value>> results_;
+  std::vector<Value> results_;  // sized once, never reallocated: values' addresses are stable
   Attrs attrs_;
   SourceLoc loc_;
+  int64_t id_ = 0;
 };
 
 class Function {
@@ -124,6 +180,8 @@ class Function {
   void ReplaceAllUsesWith(Value* from, Value* to);
   // Position of `node` in nodes(), or -1.
   int64_t IndexOf(const Node* node) const;
+  // Greater than the id() of every node this function has held.
+  int64_t id_bound() const { return next_id_; }
 
   // The parameter nodes, ordered by their `index` attribute.
   std::vector<Node*> Parameters() const;
@@ -140,6 +198,7 @@ class Function {
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<Value*> results_;
   SourceLoc loc_;
+  int64_t next_id_ = 0;
 };
 
 class Module {
