@@ -48,8 +48,10 @@ class Tensor {
 
   bool defined() const { return impl_ != nullptr; }
   DType dtype() const;
-  const Dims& sizes() const;        // PyTorch's sizes(); also shape()
-  const Dims& shape() const { return sizes(); }
+  // PyTorch's sizes(), also shape(): a view of the dims (like PyTorch's IntArrayRef), valid while
+  // the tensor lives; converts to Dims.
+  DimsView sizes() const;
+  DimsView shape() const { return sizes(); }
   int64_t dim() const;              // rank
   int64_t size(int64_t d) const;    // negative d counts from the end
   int64_t numel() const;

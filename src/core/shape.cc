@@ -5,7 +5,7 @@
 
 namespace axle {
 
-std::optional<int64_t> CheckedNumElements(const std::vector<int64_t>& dims) {
+std::optional<int64_t> CheckedNumElements(DimsView dims) {
   int64_t n = 1;
   for (int64_t d : dims) {
     if (d < 0) return std::nullopt;
@@ -15,16 +15,16 @@ std::optional<int64_t> CheckedNumElements(const std::vector<int64_t>& dims) {
   return n;
 }
 
-int64_t Shape::NumElements() const { return CheckedNumElements(dims_).value_or(-1); }
+int64_t Shape::NumElements() const { return CheckedNumElements(dims()).value_or(-1); }
 
-bool Shape::IsValid() const { return CheckedNumElements(dims_).has_value(); }
+bool Shape::IsValid() const { return CheckedNumElements(dims()).has_value(); }
 
 std::vector<int64_t> Shape::Strides() const {
-  std::vector<int64_t> strides(dims_.size(), 1);
-  for (int64_t i = rank() - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims_[i + 1];
+  std::vector<int64_t> strides(rank_, 1);
+  for (int64_t i = rank() - 2; i >= 0; --i) strides[i] = strides[i + 1] * dim(i + 1);
   return strides;
 }
 
-std::string Shape::ToString() const { return fmt::format("[{}]", fmt::join(dims_, ",")); }
+std::string Shape::ToString() const { return fmt::format("[{}]", fmt::join(dims(), ",")); }
 
 }  // namespace axle

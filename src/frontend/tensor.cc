@@ -208,7 +208,7 @@ DType Tensor::dtype() const {
   AXLE_CHECK(defined(), "dtype() of an undefined tensor");
   return impl_->type.dtype;
 }
-const Dims& Tensor::sizes() const {
+DimsView Tensor::sizes() const {
   AXLE_CHECK(defined(), "sizes() of an undefined tensor");
   return impl_->type.shape.dims();
 }
