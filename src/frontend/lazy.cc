@@ -548,23 +548,31 @@ void sync() {
 
   // 2. The cut: the trace's nodes the results reach, in trace order, and its inputs renumbered by
   // first use; its trace key (Note [Trace keys]).
-  std::unordered_set<const ir::Node*> needed;
-  for (ir::Value* r : results) needed.insert(r->node());
+  // Dense by node id (the trace's nodes are in creation order, so ids follow positions).
   const auto& nodes = t.fn->nodes();
+  std::vector<char> needed(static_cast<size_t>(t.fn->id_bound()), 0);
+  for (ir::Value* r : results) needed[static_cast<size_t>(r->node()->id())] = 1;
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
-    if (needed.count(it->get()))
-      for (ir::Value* v : (*it)->operands()) needed.insert(v->node());
+    if (needed[static_cast<size_t>((*it)->id())])
+      for (ir::Value* v : (*it)->operands()) needed[static_cast<size_t>(v->node()->id())] = 1;
   std::vector<const ir::Node*> cut;
   std::vector<ir::Attrs> parameter_attrs;  // the cut's parameters, renumbered
   std::vector<std::shared_ptr<AsyncBuffer>> args;
   ir::NodeSequenceKey key_builder;
+  // A value's position among the cut's values: its node's first result's, plus its index.
+  std::vector<int64_t> first_position(static_cast<size_t>(t.fn->id_bound()), -1);
+  auto position_of = [&](const ir::Value* v) {
+    const int64_t p = first_position[static_cast<size_t>(v->node()->id())];
+    AXLE_CHECK(p >= 0, "sync: a traced node uses a value no earlier node of the trace defines");
+    return p + v->index();
+  };
   {
-    std::unordered_map<const ir::Value*, int64_t> position;
+    int64_t next_position = 0;
     std::vector<int64_t> ids;
     for (const auto& n : nodes) {
-      if (!needed.count(n.get())) continue;
+      if (!needed[static_cast<size_t>(n->id())]) continue;
       ids.clear();
-      for (ir::Value* v : n->operands()) ids.push_back(position.at(v));
+      for (ir::Value* v : n->operands()) ids.push_back(position_of(v));
       if (n->op() == ir::OpKind::kParameter) {
         ir::Attrs attrs = n->attrs();
         std::get<ir::ParameterAttrs>(attrs).index = static_cast<int64_t>(args.size());
@@ -574,11 +582,12 @@ void sync() {
       } else {
         key_builder.AddNode(*n, n->attrs(), ids);
       }
-      for (ir::Value* r : n->results()) position.emplace(r, static_cast<int64_t>(position.size()));
+      first_position[static_cast<size_t>(n->id())] = next_position;
+      next_position += static_cast<int64_t>(n->num_results());
       cut.push_back(n.get());
     }
     ids.clear();
-    for (ir::Value* r : results) ids.push_back(position.at(r));
+    for (ir::Value* r : results) ids.push_back(position_of(r));
     key_builder.AddResults(ids);
     key_builder.AddMesh(t.mesh);
   }

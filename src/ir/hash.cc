@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -58,8 +59,14 @@ class ByteWriter {
  public:
   void Clear() { bytes_.clear(); }
   void U8(uint8_t v) { bytes_.push_back(static_cast<char>(v)); }
-  void U64(uint64_t v) {
-    for (int i = 0; i < 8; ++i) U8(static_cast<uint8_t>(v >> (8 * i)));
+  void U64(uint64_t v) {  // little-endian
+    if constexpr (std::endian::native == std::endian::little) {
+      char b[8];
+      std::memcpy(b, &v, 8);
+      bytes_.append(b, 8);
+    } else {
+      for (int i = 0; i < 8; ++i) U8(static_cast<uint8_t>(v >> (8 * i)));
+    }
   }
   void I64(int64_t v) { U64(static_cast<uint64_t>(v)); }
   void Count(size_t n) { U64(static_cast<uint64_t>(n)); }
