@@ -24,6 +24,7 @@ class DimsView {
   using reference = const int64_t&;
 
   DimsView(const int64_t* data, size_t size) : data_(data), size_(size) {}
+  DimsView(const std::vector<int64_t>& v) : data_(v.data()), size_(v.size()) {}  // NOLINT: implicit
   const int64_t* begin() const { return data_; }
   const int64_t* end() const { return data_ + size_; }
   const int64_t* data() const { return data_; }

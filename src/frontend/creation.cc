@@ -48,7 +48,7 @@ Tensor arange(double start, double end, double step, DType dtype, std::source_lo
   if (count == 0) return zeros({0}, dtype, loc);
   Value* i = B().Iota(ir::TensorType(IsFloat(dtype) ? DType::kF64 : DType::kI64, Shape{count}), 0);
   const DType ct = IsFloat(dtype) ? DType::kF64 : DType::kI64;
-  Value* v = B().Add(B().Mul(i, Full({count}, ct, step)), Full({count}, ct, start));
+  Value* v = B().Add(B().Mul(i, Full(Dims{count}, ct, step)), Full(Dims{count}, ct, start));
   return MakePending(Cast(v, dtype), false);
 }
 Tensor arange(int64_t end, DType dtype, std::source_location loc) {

@@ -100,13 +100,36 @@ struct Trace {
   std::unordered_map<const AsyncBuffer*, ir::Value*> input_value;
   // Values whose gradient is cut (detach(), no_grad()).
   std::unordered_set<const ir::Value*> stop_gradient;
-  // Region names (NameScope) of the nodes, for cache-miss reports.
-  std::unordered_map<const ir::Node*, std::string> scope_of;
+  // Region names (NameScope) of the nodes, for cache-miss reports: scope_names[scope_of[id]]
+  // (-1: none); a name is recorded once per scope entered.
+  std::vector<std::string> scope_names;
+  std::vector<int32_t> scope_of;
+  uint64_t scope_version = 0;  // g_scope_version when scope_names.back() was recorded
   // Tensors that hold pending values of this trace.
   std::vector<std::weak_ptr<TensorImpl>> pending;
   // The mesh of the trace's sharding annotations (one per trace), if any.
   std::optional<ir::Mesh> mesh;
   size_t scoped = 0;  // nodes before this index have had their scope recorded
+
+  // Note [Operand caches]: the constants and broadcasts that elementwise ops take as operands
+  // (x * 0.9, a bias broadcast over the batch), built once per trace and shared by every op
+  // that needs the same one: AdamW alone traced a scalar, a broadcast and a literal per
+  // multiplication (~8 nodes a parameter). Sharing is what CSE would do in the compiler, so the
+  // step computes the same bits; but its trace has fewer nodes to build, key and free. They are
+  // only ever operands, never a tensor's value, so no annotation or in-place rebinding reaches
+  // them; only autodiff erases nodes from a trace, and only nodes it built itself.
+  struct CachedFull {
+    DType dtype;
+    Shape shape;
+    ir::Value* value;
+  };
+  struct CachedBroadcast {
+    Shape shape;
+    ir::Value* value;
+  };
+  // By the value's bits (so -0 and NaN payloads stay distinct).
+  std::unordered_map<uint64_t, std::vector<CachedFull>> full_operands;
+  std::unordered_map<const ir::Value*, std::vector<CachedBroadcast>> broadcast_operands;
 };
 
 Trace& CurrentTrace();

@@ -15,12 +15,20 @@ Dims NormDims(const Dims& dims, int64_t rank, std::string_view op);
 DType Promote(DType a, DType b);
 ir::Value* Cast(ir::Value* v, DType to);
 // NumPy broadcasting of `v` to `shape` (trailing dims aligned).
-ir::Value* BroadcastTo(ir::Value* v, const Dims& shape);
+ir::Value* BroadcastTo(ir::Value* v, DimsView shape);
+// BroadcastTo for an operand of an elementwise op: one broadcast per (value, shape) in a trace
+// (Note [Operand caches] in lazy.h). Never a tensor's own value.
+ir::Value* BroadcastOperand(ir::Value* v, DimsView shape);
 ir::Value* ScalarValue(DType dtype, double value);
 // A constant `value` broadcast to `shape` (scalar + broadcast_in_dim: small in the IR).
-ir::Value* Full(const Dims& shape, DType dtype, double value);
+ir::Value* Full(DimsView shape, DType dtype, double value);
+// Full for an operand of an elementwise op (x * 0.9): one constant and broadcast per (dtype,
+// value, shape) in a trace (Note [Operand caches]). Never a tensor's own value.
+ir::Value* FullOperand(DimsView shape, DType dtype, double value);
+// NumPy broadcasting of two shapes.
+Dims BroadcastShapes(DimsView a, DimsView b);
 // `reduced` reshaped so that the reduced `dims` of `in_shape` are kept as size 1.
-ir::Value* KeepDims(ir::Value* reduced, const Dims& in_shape, const Dims& dims);
+ir::Value* KeepDims(ir::Value* reduced, DimsView in_shape, const Dims& dims);
 // Metrics of host -> device copies.
 void CountTransferToDevice(int64_t bytes);
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <numeric>
 
@@ -66,8 +67,8 @@ DType Promote(DType a, DType b) {
 
 Value* Cast(Value* v, DType to) { return v->dtype() == to ? v : B().Convert(v, to); }
 
-Value* BroadcastTo(Value* v, const Dims& shape) {
-  const Dims& from = v->shape().dims();
+Value* BroadcastTo(Value* v, DimsView shape) {
+  const DimsView from = v->shape().dims();
   if (from == shape) return v;
   const int64_t off = static_cast<int64_t>(shape.size()) - static_cast<int64_t>(from.size());
   AXLE_CHECK(off >= 0, "cannot broadcast {} to [{}]", v->type().ToString(), fmt::join(shape, ","));
@@ -83,14 +84,35 @@ Value* BroadcastTo(Value* v, const Dims& shape) {
   return B().BroadcastInDim(v, Shape(shape), dims);
 }
 
+Value* BroadcastOperand(Value* v, DimsView shape) {
+  if (v->shape().dims() == shape) return v;
+  std::vector<Trace::CachedBroadcast>& cached = CurrentTrace().broadcast_operands[v];
+  for (const Trace::CachedBroadcast& c : cached)
+    if (c.shape.dims() == shape) return c.value;
+  Value* b = BroadcastTo(v, shape);
+  cached.push_back({Shape(shape), b});
+  return b;
+}
+
 Value* ScalarValue(DType dtype, double value) { return B().Scalar(dtype, value); }
 
-Value* Full(const Dims& shape, DType dtype, double value) {
+Value* Full(DimsView shape, DType dtype, double value) {
   Value* s = ScalarValue(dtype, value);
   return shape.empty() ? s : B().BroadcastInDim(s, Shape(shape), {});
 }
 
-Value* KeepDims(Value* reduced, const Dims& in_shape, const Dims& dims) {
+Value* FullOperand(DimsView shape, DType dtype, double value) {
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  std::vector<Trace::CachedFull>& cached = CurrentTrace().full_operands[bits];
+  for (const Trace::CachedFull& c : cached)
+    if (c.dtype == dtype && c.shape.dims() == shape) return c.value;
+  Value* f = Full(shape, dtype, value);
+  cached.push_back({dtype, Shape(shape), f});
+  return f;
+}
+
+Value* KeepDims(Value* reduced, DimsView in_shape, const Dims& dims) {
   Dims kept = in_shape;
   for (int64_t d : dims) kept[static_cast<size_t>(d)] = 1;
   return B().Reshape(reduced, Shape(kept));
@@ -100,7 +122,9 @@ Value* KeepDims(Value* reduced, const Dims& in_shape, const Dims& dims) {
 
 using namespace detail;
 
-Dims broadcast_shapes(const Dims& a, const Dims& b) {
+Dims broadcast_shapes(const Dims& a, const Dims& b) { return BroadcastShapes(a, b); }
+
+Dims detail::BroadcastShapes(DimsView a, DimsView b) {
   const size_t n = std::max(a.size(), b.size());
   Dims out(n);
   for (size_t i = 0; i < n; ++i) {
@@ -124,13 +148,13 @@ std::pair<Value*, Value*> Coerce(const Tensor& a, const Tensor& b, std::string_v
   ValueOf(a), ValueOf(b);  // checks definedness first
   Dims shape;
   try {
-    shape = broadcast_shapes(a.sizes(), b.sizes());
+    shape = BroadcastShapes(a.sizes(), b.sizes());
   } catch (const Error& e) {
     Fail("{}: operands {} and {} do not broadcast: {}", op, Shp(a), Shp(b), e.message());
   }
   const DType t = Promote(a.dtype(), b.dtype());
   if (common) *common = t;
-  return {BroadcastTo(Cast(ValueOf(a), t), shape), BroadcastTo(Cast(ValueOf(b), t), shape)};
+  return {BroadcastOperand(Cast(ValueOf(a), t), shape), BroadcastOperand(Cast(ValueOf(b), t), shape)};
 }
 
 Tensor BinaryOp(OpKind op, const Tensor& a, const Tensor& b) {
@@ -140,7 +164,7 @@ Tensor BinaryOp(OpKind op, const Tensor& a, const Tensor& b) {
 
 Tensor BinaryScalar(OpKind op, const Tensor& a, double s, bool scalar_first) {
   ValueOf(a);
-  Value* sv = Full(a.sizes(), a.dtype(), s);
+  Value* sv = FullOperand(a.sizes(), a.dtype(), s);
   Value* av = ValueOf(a);
   return MakePending(scalar_first ? B().Binary(op, sv, av) : B().Binary(op, av, sv), {&a});
 }
@@ -152,7 +176,7 @@ Tensor CompareOp(ir::CompareDir dir, const Tensor& a, const Tensor& b) {
 
 Tensor CompareScalar(ir::CompareDir dir, const Tensor& a, double s) {
   Value* av = ValueOf(a);
-  return MakePending(B().Compare(dir, av, Full(a.sizes(), a.dtype(), s)), false);
+  return MakePending(B().Compare(dir, av, FullOperand(a.sizes(), a.dtype(), s)), false);
 }
 
 Tensor Unary(OpKind op, const Tensor& a) {
@@ -491,8 +515,8 @@ Tensor Tensor::pow(double e) const {
 Tensor Tensor::pow(const Tensor& e) const { return BinaryOp(OpKind::kPow, *this, e); }
 Tensor Tensor::clamp(std::optional<double> lo, std::optional<double> hi) const {
   Value* v = ValueOf(*this);
-  if (lo) v = B().Max(v, Full(sizes(), dtype(), *lo));
-  if (hi) v = B().Min(v, Full(sizes(), dtype(), *hi));
+  if (lo) v = B().Max(v, FullOperand(sizes(), dtype(), *lo));
+  if (hi) v = B().Min(v, FullOperand(sizes(), dtype(), *hi));
   return MakePending(v, {this});
 }
 Tensor Tensor::logical_not() const {
