@@ -100,41 +100,64 @@ class ReverseWalk {
   void VisitNode(const Node& node);
   void EraseUnused(size_t first_new, const std::vector<Value*>& keep);
 
+  // Dense slots for the forward function's nodes and values (indexed by node id; a value's slot
+  // is its node's first slot plus its index): the lazy trace runs this walk every step, and hash
+  // sets of its ~1000 nodes were a tenth of the host's allocations. Values built during the walk
+  // (cotangents) have no slot and are never looked up.
+  void IndexForward();
+  size_t Slot(const Value* v) const { return static_cast<size_t>(first_slot_[static_cast<size_t>(v->node()->id())] + v->index()); }
+  bool InForward(const Value* v) const {
+    const int64_t id = v->node()->id();
+    return id < static_cast<int64_t>(first_slot_.size()) && first_slot_[static_cast<size_t>(id)] >= 0;
+  }
+  bool Depends(const Value* v) const { return InForward(v) && depends_[Slot(v)]; }
+
   Builder& b_;
   ir::Function& f_;
-  std::unordered_set<const Node*> relevant_;      // on a path wrt -> outputs
-  std::unordered_set<const Value*> depends_;      // values that depend on some wrt value
-  std::unordered_map<const Value*, Value*> cot_;  // accumulated cotangents
+  std::vector<int64_t> first_slot_;               // by node id; -1: not a forward node
+  std::vector<char> relevant_;                    // by node id: on a path wrt -> outputs
+  std::vector<char> depends_;                     // by slot: depends on some wrt value
+  std::vector<Value*> cot_;                       // by slot: accumulated cotangents
   const std::unordered_set<const Value*>* stop_;  // values no cotangent flows into (nullable)
 };
 
-void ReverseWalk::MarkRelevant(std::span<Value* const> outputs, std::span<Value* const> wrt) {
-  for (Value* w : wrt) depends_.insert(w);
+void ReverseWalk::IndexForward() {
+  first_slot_.assign(static_cast<size_t>(f_.id_bound()), -1);
+  int64_t slots = 0;
   for (const auto& n : f_.nodes()) {
-    bool dep = std::any_of(n->operands().begin(), n->operands().end(),
-                           [&](Value* v) { return depends_.count(v) > 0; });
+    first_slot_[static_cast<size_t>(n->id())] = slots;
+    slots += static_cast<int64_t>(n->num_results());
+  }
+  relevant_.assign(first_slot_.size(), 0);
+  depends_.assign(static_cast<size_t>(slots), 0);
+  cot_.assign(static_cast<size_t>(slots), nullptr);
+}
+
+void ReverseWalk::MarkRelevant(std::span<Value* const> outputs, std::span<Value* const> wrt) {
+  for (Value* w : wrt) depends_[Slot(w)] = 1;
+  for (const auto& n : f_.nodes()) {
+    bool dep = std::any_of(n->operands().begin(), n->operands().end(), [&](Value* v) { return Depends(v); });
     if (dep)
       for (Value* r : n->results())
-        if (stop_ == nullptr || !stop_->count(r)) depends_.insert(r);
+        if (stop_ == nullptr || !stop_->count(r)) depends_[Slot(r)] = 1;
   }
-  std::unordered_set<const Node*> needed;
-  for (Value* o : outputs) needed.insert(o->node());
+  std::vector<char> needed(first_slot_.size(), 0);
+  for (Value* o : outputs) needed[static_cast<size_t>(o->node()->id())] = 1;
   for (auto it = f_.nodes().rbegin(); it != f_.nodes().rend(); ++it) {
     const Node* n = it->get();
-    if (!needed.count(n)) continue;
-    for (Value* v : n->operands()) needed.insert(v->node());
-    const std::vector<Value*> results = n->results();  // a copy: results() returns by value
-    if (std::any_of(results.begin(), results.end(),
-                    [&](Value* v) { return depends_.count(v) > 0; }))
-      relevant_.insert(n);
+    if (!needed[static_cast<size_t>(n->id())]) continue;
+    for (Value* v : n->operands()) needed[static_cast<size_t>(v->node()->id())] = 1;
+    const auto results = n->results();
+    if (std::any_of(results.begin(), results.end(), [&](Value* v) { return Depends(v); }))
+      relevant_[static_cast<size_t>(n->id())] = 1;
   }
 }
 
 void ReverseWalk::Accumulate(Value* v, Value* g) {
-  if (g == nullptr || !CarriesGradient(v) || !depends_.count(v)) return;
+  if (g == nullptr || !CarriesGradient(v) || !Depends(v)) return;
   AXLE_CHECK(g->type() == v->type(), "cotangent of type {} for a value of type {}",
              g->type().ToString(), v->type().ToString());
-  Value*& slot = cot_[v];
+  Value*& slot = cot_[Slot(v)];
   slot = slot == nullptr ? g : b_.Add(slot, g);
 }
 
@@ -142,8 +165,7 @@ void ReverseWalk::VisitNode(const Node& node) {
   std::vector<Value*> gs;
   bool any = false;
   for (Value* r : node.results()) {
-    auto it = cot_.find(r);
-    gs.push_back(it == cot_.end() ? nullptr : it->second);
+    gs.push_back(cot_[Slot(r)]);
     any = any || gs.back() != nullptr;
   }
   if (!any) return;
@@ -152,7 +174,7 @@ void ReverseWalk::VisitNode(const Node& node) {
   if (e->kind == VjpKind::kZeroGradient) return;
   if (e->kind == VjpKind::kNotDifferentiable) {
     for (Value* v : node.operands())
-      if (CarriesGradient(v) && depends_.count(v))
+      if (CarriesGradient(v) && Depends(v))
         FailAt(node.loc(), "autodiff: cannot differentiate through {}: {}\n  node: {}", node.name(),
                e->reason, ir::PrintNode(node));
     return;
@@ -171,17 +193,17 @@ void ReverseWalk::VisitNode(const Node& node) {
 }
 
 void ReverseWalk::EraseUnused(size_t first_new, const std::vector<Value*>& keep) {
-  std::unordered_set<const Node*> live;
-  for (Value* v : keep) live.insert(v->node());
-  for (Value* v : f_.results()) live.insert(v->node());
+  std::vector<char> live(static_cast<size_t>(f_.id_bound()), 0);
+  for (Value* v : keep) live[static_cast<size_t>(v->node()->id())] = 1;
+  for (Value* v : f_.results()) live[static_cast<size_t>(v->node()->id())] = 1;
   std::vector<Node*> dead;
   for (size_t i = f_.nodes().size(); i-- > first_new;) {
     Node* n = f_.nodes()[i].get();
-    if (!live.count(n)) {
+    if (!live[static_cast<size_t>(n->id())]) {
       dead.push_back(n);
       continue;
     }
-    for (Value* v : n->operands()) live.insert(v->node());
+    for (Value* v : n->operands()) live[static_cast<size_t>(v->node()->id())] = 1;
   }
   for (Node* n : dead)
     f_.EraseNode(n);  // users come first in `dead`, so each is unused when erased
@@ -195,14 +217,17 @@ std::vector<Value*> ReverseWalk::Run(std::span<Value* const> outputs,
   std::vector<Node*> forward;
   for (const auto& n : f_.nodes()) forward.push_back(n.get());
   const size_t first_new = forward.size();
+  IndexForward();
+  for (Value* v : outputs) AXLE_CHECK(InForward(v), "BuildVjp: an output is not a value of the function");
+  for (Value* v : wrt) AXLE_CHECK(InForward(v), "BuildVjp: a wrt value is not a value of the function");
   MarkRelevant(outputs, wrt);
   for (size_t i = 0; i < outputs.size(); ++i) Accumulate(outputs[i], cotangents[i]);
   for (auto it = forward.rbegin(); it != forward.rend(); ++it)
-    if (relevant_.count(*it)) VisitNode(**it);
+    if (relevant_[static_cast<size_t>((*it)->id())]) VisitNode(**it);
   std::vector<Value*> grads;
   for (Value* w : wrt) {
-    auto it = cot_.find(w);
-    grads.push_back(it != cot_.end() && it->second != nullptr ? it->second : Zeros(b_, w->type()));
+    Value* g = cot_[Slot(w)];
+    grads.push_back(g != nullptr ? g : Zeros(b_, w->type()));
   }
   EraseUnused(first_new, grads);
   return grads;
