@@ -184,6 +184,7 @@ Cache& GetCache() {
 std::string g_backend;  // empty: flags::backend() (AXLE_BACKEND), read at the first sync
 bool g_grad_enabled = true;
 std::vector<std::string> g_scopes;
+uint64_t g_scope_version = 1;  // changes whenever g_scopes does
 uint64_t g_next_id = 1;
 uint64_t g_next_epoch = 1;
 
@@ -194,8 +195,9 @@ std::unique_ptr<Trace>& TracePtr() {
 
 std::string Where(const ir::Node& n, const Trace& t) {
   std::string s;
-  auto it = t.scope_of.find(&n);
-  if (it != t.scope_of.end() && !it->second.empty()) s = "in " + it->second;
+  const size_t id = static_cast<size_t>(n.id());
+  if (id < t.scope_of.size() && t.scope_of[id] >= 0 && !t.scope_names[static_cast<size_t>(t.scope_of[id])].empty())
+    s = "in " + t.scope_names[static_cast<size_t>(t.scope_of[id])];
   if (n.loc().known()) s += (s.empty() ? "at " : ", at ") + n.loc().ToString();
   return s;
 }
@@ -382,10 +384,14 @@ namespace {
 // Gives the nodes built since the last call the current NameScope.
 void RecordScopes(Trace& t) {
   const size_t n = t.fn->nodes().size();
-  if (!g_scopes.empty()) {
-    const std::string scope = CurrentScope();
-    for (size_t i = std::min(t.scoped, n); i < n; ++i)
-      t.scope_of.emplace(t.fn->nodes()[i].get(), scope);
+  if (!g_scopes.empty() && t.scoped < n) {
+    if (t.scope_version != g_scope_version) {  // one name per scope entered, not per node
+      t.scope_names.push_back(CurrentScope());
+      t.scope_version = g_scope_version;
+    }
+    t.scope_of.resize(static_cast<size_t>(t.fn->id_bound()), -1);
+    const int32_t index = static_cast<int32_t>(t.scope_names.size() - 1);
+    for (size_t i = t.scoped; i < n; ++i) t.scope_of[static_cast<size_t>(t.fn->nodes()[i]->id())] = index;
   }
   t.scoped = n;
 }
@@ -717,8 +723,14 @@ NoGradGuard::NoGradGuard() : prev_(detail::g_grad_enabled) { detail::g_grad_enab
 NoGradGuard::~NoGradGuard() { detail::g_grad_enabled = prev_; }
 bool grad_enabled() { return detail::g_grad_enabled; }
 
-NameScope::NameScope(const std::string& name) { detail::g_scopes.push_back(name); }
-NameScope::~NameScope() { detail::g_scopes.pop_back(); }
+NameScope::NameScope(const std::string& name) {
+  detail::g_scopes.push_back(name);
+  ++detail::g_scope_version;
+}
+NameScope::~NameScope() {
+  detail::g_scopes.pop_back();
+  ++detail::g_scope_version;
+}
 
 Metrics metrics() {
   std::lock_guard<std::mutex> lock(detail::g_metrics_mu);

@@ -10,7 +10,9 @@ namespace {
 
 std::set<std::string> ScopesOfPendingTrace() {
   std::set<std::string> out;
-  for (const auto& [node, scope] : detail::CurrentTrace().scope_of) out.insert(scope);
+  const detail::Trace& t = detail::CurrentTrace();
+  for (int32_t i : t.scope_of)  // the scopes some node of the trace has
+    if (i >= 0) out.insert(t.scope_names[static_cast<size_t>(i)]);
   return out;
 }
 
