@@ -7,7 +7,14 @@ namespace axle::ir {
 
 std::vector<Value*> Builder::Build(OpKind op, std::vector<Value*> operands, Attrs attrs,
                                    std::vector<TensorType> declared) {
-  std::vector<TensorType> operand_types;
+  return BuildNode(op, std::move(operands), std::move(attrs), std::move(declared))->results();
+}
+
+Node* Builder::BuildNode(OpKind op, std::vector<Value*> operands, Attrs attrs, std::vector<TensorType> declared) {
+  // Reused across calls (the lazy trace builds thousands of nodes a step); InferResultTypes does
+  // not build nodes, so no call re-enters while it is in use.
+  static thread_local std::vector<TensorType> operand_types;
+  operand_types.clear();
   for (Value* v : operands) {
     AXLE_CHECK(v != nullptr, "null operand passed to {}", OpName(op));
     operand_types.push_back(v->type());
@@ -23,14 +30,14 @@ std::vector<Value*> Builder::Build(OpKind op, std::vector<Value*> operands, Attr
   }
   Node* n = f_->AddNode(op, std::move(operands), std::move(attrs), types);
   n->set_loc(loc_);
-  return n->results();
+  return n;
 }
 
 Value* Builder::Build1(OpKind op, std::vector<Value*> operands, Attrs attrs,
                        std::vector<TensorType> declared) {
-  std::vector<Value*> r = Build(op, std::move(operands), std::move(attrs), std::move(declared));
-  AXLE_CHECK(r.size() == 1, "{} yields {} results; use Build", OpName(op), r.size());
-  return r[0];
+  Node* n = BuildNode(op, std::move(operands), std::move(attrs), std::move(declared));
+  AXLE_CHECK(n->num_results() == 1, "{} yields {} results; use Build", OpName(op), n->num_results());
+  return n->result(0);
 }
 
 Value* Builder::Parameter(int64_t index, TensorType type, std::string name) {

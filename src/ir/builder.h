@@ -33,6 +33,9 @@ class Builder {
   // Build for single-result ops.
   Value* Build1(OpKind op, std::vector<Value*> operands, Attrs attrs = NoAttrs{},
                 std::vector<TensorType> declared = {});
+  // Build returning the node.
+  Node* BuildNode(OpKind op, std::vector<Value*> operands, Attrs attrs = NoAttrs{},
+                  std::vector<TensorType> declared = {});
 
   Value* Parameter(int64_t index, TensorType type, std::string name = "");
   Value* Constant(Literal value);

@@ -171,12 +171,19 @@ void WriteField(ByteWriter& w, const Literal* v) {
 }
 
 void WriteAttrs(ByteWriter& w, const Attrs& attrs) {
-  std::vector<Field> fields = AttrFields(attrs);
-  w.Count(fields.size());
-  for (const Field& f : fields) {
-    w.Str(f.name);
-    std::visit([&](const auto* p) { WriteField(w, p); }, f.ref);
-  }
+  // The fields in place (AttrFields' order) rather than through AttrFields' vector: the trace
+  // key writes every node's attributes every step.
+  std::visit(
+      [&](const auto& s) {
+        size_t count = 0;
+        s.VisitFields([&](std::string_view, const auto&) { ++count; });
+        w.Count(count);
+        s.VisitFields([&](std::string_view name, const auto& field) {
+          w.Str(name);
+          WriteField(w, &field);
+        });
+      },
+      attrs);
 }
 
 // Hashes of the nodes of one function and of the values they define.
