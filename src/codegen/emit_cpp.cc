@@ -121,8 +121,13 @@ inline void ax_lanes_add(ax_v8d& lanes, const float* x) {
 // exp: x = n ln2 + r, |r| <= ln2/2 (Cody-Waite), e^r by a degree-6 polynomial, times 2^n applied
 // as two factors so results in the subnormal range and at the overflow edge stay exact.
 inline float ax_fexp(float x) {
+  // Below -104 e^x rounds to +0 (it is under half the smallest subnormal, e^-103.97): such x
+  // (a causal mask's -inf, half of every attention row) is computed as 0 and the result
+  // selected, because the polynomial's product would underflow through subnormals, which cost
+  // a microcode assist per element (an attention softmax's row sums ran 4x slower).
+  const bool zero = x < -104.0f;
   float xc = x > 100.0f ? 100.0f : x;
-  xc = xc < -110.0f ? -110.0f : xc;
+  xc = zero ? 0.0f : xc;
   const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const float t = ax_fmaf(xc, 1.44269504088896341f, shifter);
   const float n = t - shifter;
@@ -138,7 +143,7 @@ inline float ax_fexp(float x) {
   p = ax_fmaf(p, r * r, r) + 1.0f;
   const int32_t n1 = ni >> 1, n2 = ni - n1;
   const float y = (p * ax_bits_f((n1 + 127) << 23)) * ax_bits_f((n2 + 127) << 23);
-  return x != x ? x : y;
+  return x != x ? x : zero ? 0.0f : y;
 }
 // log: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) by a polynomial in m - 1.
 inline float ax_flog(float x) {

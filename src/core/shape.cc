@@ -6,11 +6,11 @@
 namespace axle {
 
 std::optional<int64_t> CheckedNumElements(DimsView dims) {
+  // Overflow by the multiply's flag, not a division per dim: shapes are counted on every traced
+  // op and by the per-node kernels.
   int64_t n = 1;
   for (int64_t d : dims) {
-    if (d < 0) return std::nullopt;
-    if (d != 0 && n > INT64_MAX / d) return std::nullopt;
-    n *= d;
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return std::nullopt;
   }
   return n;
 }
