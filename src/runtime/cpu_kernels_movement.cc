@@ -279,16 +279,21 @@ bool ConcatenateKernel(const Node& node, Operands ops, Literal& out) {
   for (int64_t d = dim + 1; d < out.shape().rank(); ++d) inner *= out.shape().dim(d);
   const int64_t row = out.shape().dim(dim) * inner;  // bytes of one outer row of the result
   uint8_t* dst = out.mutable_bytes().data();
-  int64_t col = 0;
-  for (const Literal* x : ops) {
-    const int64_t chunk = x->shape().dim(dim) * inner;
-    if (chunk > 0) {
-      const uint8_t* src = x->bytes().data();
-      for (int64_t o = 0; o < outer; ++o)
-        std::memcpy(dst + o * row + col, src + o * chunk, static_cast<size_t>(chunk));
+  if (row == 0) return true;
+  // Split over the result's outer rows; each thread copies every operand's part of its rows.
+  const int64_t min_rows = std::max<int64_t>(1, kParallelElements * 4 / row);
+  ThreadPool::Global().ParallelFor(outer, min_rows, [&](int64_t b, int64_t e) {
+    int64_t col = 0;
+    for (const Literal* x : ops) {
+      const int64_t chunk = x->shape().dim(dim) * inner;
+      if (chunk > 0) {
+        const uint8_t* src = x->bytes().data();
+        for (int64_t o = b; o < e; ++o)
+          std::memcpy(dst + o * row + col, src + o * chunk, static_cast<size_t>(chunk));
+      }
+      col += chunk;
     }
-    col += chunk;
-  }
+  });
   return true;
 }
 
