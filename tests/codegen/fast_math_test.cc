@@ -176,8 +176,8 @@ TEST(FastMathTest, AccuracyWithinTheDocumentedUlp) {
 TEST(FastMathTest, SpecialValues) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<float> xs = {0.f, -0.f, inf, -inf, nan, -nan, 89.f, 88.8f, 88.72f, -88.f, -87.5f,
-                                 -103.f, -103.5f, -103.97f, -103.98f, -104.f, -110.f, -1e4f, 1e4f, 1.f, -1.f, -2.f, 1e-45f, -1e-45f,
-                                 1.17549435e-38f, 20.f, -20.f, 9.5f, 4.f, -4.f, 3.9f, 1e-30f};
+                                 -103.f, -103.5f, -103.97f, -103.98f, -104.f, -110.f, -1e4f, 1e4f, 1.f,
+                                 -1.f, -2.f, 1e-45f, -1e-45f, 1.17549435e-38f, 20.f, -20.f, 9.5f, 4.f, -4.f, 3.9f, 1e-30f};
   std::map<OpKind, std::vector<float>> results;
   for (const Fn& f : Functions()) {
     const std::vector<float>& ys = results[f.op] = RunFn<float>(f.op, xs);
