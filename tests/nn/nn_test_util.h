@@ -37,12 +37,21 @@ inline std::string ErrorOf(const std::function<void()>& f) {
   return "";
 }
 
-// A fresh empty directory under the test temp dir.
+// A fresh empty directory under the test temp dir, removed when the test process exits.
 inline std::filesystem::path TempDir(const std::string& name) {
+  struct Cleanup {
+    std::vector<std::filesystem::path> dirs;
+    ~Cleanup() {
+      std::error_code ec;
+      for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
+    }
+  };
+  static Cleanup cleanup;
   auto dir = std::filesystem::temp_directory_path() /
              ("axle_nn_test_" + std::to_string(::getpid()) + "_" + name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  cleanup.dirs.push_back(dir);
   return dir;
 }
 
