@@ -112,9 +112,6 @@ class Shape {
   std::unique_ptr<int64_t[]> heap_;
 };
 
-std::optional<int64_t> CheckedNumElements(DimsView dims);
-inline std::optional<int64_t> CheckedNumElements(const std::vector<int64_t>& dims) {
-  return CheckedNumElements(DimsView(dims.data(), dims.size()));
-}
+std::optional<int64_t> CheckedNumElements(DimsView dims);  // a std::vector converts
 
 }  // namespace axle
