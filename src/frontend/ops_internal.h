@@ -1,4 +1,5 @@
-// Helpers shared by the frontend's op files (tensor.cc, composite.cc, autograd.cc). Internal.
+// Helpers shared by the frontend's op files (tensor.cc, composite.cc, autograd.cc); defined in
+// ops_internal.cc. Internal.
 #pragma once
 #include <string_view>
 
