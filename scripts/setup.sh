@@ -4,6 +4,9 @@
 #   scripts/setup.sh               the build and test dependencies
 #   scripts/setup.sh --with-torch  also Debian's python3-torch (the PyTorch conformance check and
 #                                  bench/; /usr/bin/python3 sees it)
+# It also installs Intel MKL from PyPI when pip can (`pip install --no-deps mkl`, ~230 MB): the BLAS
+# dot_general prefers (Note [Which BLAS], src/runtime/blas.cc; CMake finds it in the Python prefix).
+# Without it everything works on OpenBLAS. AXLE_NO_MKL=1 skips it.
 set -euo pipefail
 
 packages=(
@@ -19,13 +22,23 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -ne 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! $sudo apt-get install -y --no-install-recommends "${missing[@]}"; then
+    $sudo apt-get update
+    $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+  fi
+fi
 
-echo "setup: installing ${missing[*]}"
-sudo=""
-[ "$(id -u)" -ne 0 ] && sudo="sudo"
-export DEBIAN_FRONTEND=noninteractive
-if ! $sudo apt-get install -y --no-install-recommends "${missing[@]}"; then
-  $sudo apt-get update
-  $sudo apt-get install -y --no-install-recommends "${missing[@]}"
+# MKL: only its sequential layer is used, so none of its pip dependencies (OpenMP, TBB) are needed.
+if [ "${AXLE_NO_MKL:-0}" != 1 ] && command -v python3 >/dev/null; then
+  prefix="$(python3 -c 'import sys; print(sys.prefix)')"
+  if ! ls "$prefix"/lib/libmkl_rt.so.* >/dev/null 2>&1; then
+    echo "setup: installing Intel MKL into $prefix/lib (python3 -m pip install --no-deps mkl)"
+    python3 -m pip install --quiet --no-deps mkl ||
+      echo "setup: MKL could not be installed; dot_general will use OpenBLAS"
+  fi
 fi

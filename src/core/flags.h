@@ -36,6 +36,10 @@ std::string DefaultCacheDir();
     "Generated kernels use vectorisable exp/log/tanh/erf (accuracy in docs/compiler.md); 0 = the C library's, bitwise equal to the interpreter.") \
   X(bool, profile, false,                                                                    \
     "Time every kernel the cpu and compiled backends run; print the top kernels at exit.")   \
+  X(std::string, blas, std::string("auto"),                                                   \
+    "BLAS for dot_general's large products: auto (MKL when it loads, else OpenBLAS), mkl or openblas.") \
+  X(std::string, mkl_library, std::string(),                                                 \
+    "Path of MKL's libmkl_rt.so.N; empty: the one CMake found at build time, else libmkl_rt on the loader's path.") \
   X(int64_t, cpu_devices, int64_t{1},                                                        \
     "Virtual CPU devices in this process, each with its own thread; a module partitioned for N replicas runs on N of them (replica r = device r).")
 

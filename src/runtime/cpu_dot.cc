@@ -2,8 +2,8 @@
 // place, with a row stride and a transpose flag, whenever each operand's two groups of dims index
 // like one dim each, whatever the batch strides; any other layout is copied once with
 // StridedCopy), then
-//   - f32 / f64 products with M*N*K >= BlasMinFlops() call cblas_sgemm / cblas_dgemm, split over
-//     our thread pool (Note [BLAS threads]). BLAS accumulates in the element type in its own
+//   - f32 / f64 products with M*N*K >= BlasMinFlops() call sgemm / dgemm of MKL or OpenBLAS (Note
+//     [Which BLAS], blas.cc), split over our thread pool (Note [BLAS threads]). BLAS accumulates in the element type in its own
 //     order, so results differ from the interpreter's (double accumulation, row-major order, one
 //     rounding) by reassociation: a few ulps relative to the sum of |products|, more under
 //     cancellation. A product with an inf or NaN result is recomputed by the exact loop (Note
@@ -11,8 +11,6 @@
 //   - smaller f32 / f64 products use an exact loop: double accumulation from -0 over k in order,
 //     one rounding, an empty contraction gives +0 — bitwise equal to the interpreter.
 //   - every other dtype goes to the interpreter's kernel.
-#include <cblas.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -21,6 +19,7 @@
 #include <vector>
 
 #include "ir/shape_inference.h"
+#include "runtime/blas.h"
 #include "runtime/cpu_kernels.h"
 #include "runtime/thread_pool.h"
 
@@ -45,6 +44,7 @@ std::atomic<int64_t> g_operand_copies{0};
 // Measured on GPT-2 124M (2 cores, batch 4 x 64): 74-82 tokens/s against 67-68 with OpenBLAS's
 // own two threads; the small config gains ~5%. openblas_set_num_threads is process-wide; without
 // OpenBLAS (another BLAS behind cblas.h) the weak symbol is null and that BLAS keeps its policy.
+// MKL is loaded with its sequential layer (blas.cc), so it has no threads at all.
 constexpr int64_t kSplitMacs = int64_t{1} << 20;
 
 extern "C" void openblas_set_num_threads(int) __attribute__((weak));
@@ -246,18 +246,14 @@ bool BlockFinite(const T* p, int64_t rows, int64_t cols, int64_t ld) {
   return true;
 }
 
-// C[M, N] = op(A) op(B) with explicit leading dimensions (row-major).
-void Gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, a, static_cast<int>(lda), b,
-              static_cast<int>(ldb), 0.0f, c, static_cast<int>(ldc));
+// C[M, N] = op(A) op(B) with explicit leading dimensions (row-major), through the BLAS in use.
+void Gemm(const BlasLibrary& blas, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float* c, int64_t ldc) {
+  blas.sgemm(ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
 }
-void Gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, int64_t lda, const double* b,
-          int64_t ldb, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0, a, static_cast<int>(lda), b,
-              static_cast<int>(ldb), 0.0, c, static_cast<int>(ldc));
+void Gemm(const BlasLibrary& blas, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a,
+          int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc) {
+  blas.dgemm(ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
 }
 
 template <typename T>
@@ -279,8 +275,8 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
   // whose f32 partial sums overflow can come out inf where the interpreter's double accumulation
   // stays finite; and an inf or NaN operand must give the interpreter's inf / NaN pattern. So every
   // block BLAS writes is checked (in cache, ~free) and a product with any inf or NaN result is
-  // recomputed by the exact loop. This relies on OpenBLAS's gemm multiplying every pair (it does
-  // not skip zero entries, as reference BLAS does): then an inf or NaN operand element reaches every
+  // recomputed by the exact loop. This relies on the BLAS's gemm multiplying every pair (OpenBLAS's and
+  // MKL's do; neither skips zero entries, as reference BLAS does; tested on both): then an inf or NaN operand element reaches every
   // result of its row or column, and an all-finite result means all-finite operands. Checking the
   // operands before the call instead read ~1.3 GB per GPT-2 124M step, 0.15-0.5 s of its ~2.3 s.
   const bool blas = M * N * K >= BlasMinFlops() && std::max({M, N, K}) < (int64_t{1} << 31);
@@ -290,6 +286,7 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
   if (blas) {
     // Note [BLAS threads]: BLAS always runs single-threaded, on our pool's threads.
     SetBlasThreads(1);
+    const BlasLibrary& lib = Blas();
     const int64_t lda = a.ld, ldb = b.ld;
     const int threads = ThreadPool::Global().num_threads();
     std::atomic<bool> finite{true};
@@ -299,7 +296,7 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
     if (B >= threads || M * N * K < kSplitMacs || threads == 1) {
       ThreadPool::Global().ParallelFor(B, B * M * N * K >= kSplitMacs ? 1 : B + 1, [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) {
-          Gemm(a.trans, b.trans, M, N, K, a.at(i), lda, b.at(i), ldb, c + i * M * N, N);
+          Gemm(lib, a.trans, b.trans, M, N, K, a.at(i), lda, b.at(i), ldb, c + i * M * N, N);
           check(c + i * M * N, M, N);
         }
       });
@@ -318,7 +315,7 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
             const int64_t c0 = std::min(N, t % tiles.cols * tiles.col_extent);
             const int64_t c1 = std::min(N, c0 + tiles.col_extent);
             if (r0 >= r1 || c0 >= c1) continue;
-            Gemm(a.trans, b.trans, r1 - r0, c1 - c0, K, a.trans ? ab + r0 : ab + r0 * lda, lda,
+            Gemm(lib, a.trans, b.trans, r1 - r0, c1 - c0, K, a.trans ? ab + r0 : ab + r0 * lda, lda,
                  b.trans ? bb + c0 * ldb : bb + c0, ldb, cb + r0 * N + c0, N);
             check(cb + r0 * N + c0, r1 - r0, c1 - c0);
           }

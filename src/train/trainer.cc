@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "core/flags.h"
 #include "frontend/sharded_step.h"
+#include "runtime/blas.h"
 #include "train/parallel.h"
 #include "train/corpus.h"
 #include "train/data.h"
@@ -212,6 +213,10 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
                      "{}, {} steps, backend {}\n",
                      config.ToString(), model->num_parameters() / 1e6, data.tokens.size(),
                      data.source, o.batch, o.seq, o.steps, backend());
+  if (backend() != "interpreter") {  // Note [Which BLAS] (runtime/blas.cc); AXLE_BLAS=mkl without MKL fails here
+    const runtime::cpu::BlasLibrary& blas = runtime::cpu::Blas();
+    out << fmt::format("blas: {}, {}\n", blas.name, blas.detail);
+  }
   if (mesh)
     out << fmt::format("mesh {} on {} virtual CPU devices: {:.2f} MB of parameters and {:.2f} MB of optimizer "
                        "state per device\n",

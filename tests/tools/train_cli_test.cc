@@ -130,6 +130,29 @@ TEST_F(TrainCliTest, BadInputExitsOneWithAClearMessage) {
   r = RunAxle("train --steps 1 --init " + Path("model.safetensors") + " --config small");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("exclude each other"));
+
+  // Note [Which BLAS] (runtime/blas.cc): an unknown AXLE_BLAS, and AXLE_BLAS=mkl where MKL does not load.
+  r = RunAxle("train --steps 1", "AXLE_BLAS=atlas ");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("AXLE_BLAS='atlas'"));
+  EXPECT_THAT(r.output, HasSubstr("openblas"));
+  r = RunAxle("train --steps 1", "AXLE_BLAS=mkl AXLE_MKL_LIBRARY=" + Path("no_libmkl_rt.so") + " ");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("no_libmkl_rt.so"));
+  EXPECT_THAT(r.output, HasSubstr("pip install --no-deps mkl"));
+}
+
+// The header names the BLAS in use; AXLE_BLAS=openblas forces OpenBLAS, and auto with no MKL to
+// load falls back to it and says why.
+TEST_F(TrainCliTest, HeaderNamesTheBlas) {
+  const std::string args = "train --steps 1 --batch 2 --seq 8 --samples 0 --no-progress";
+  RunResult r = RunAxle(args, "AXLE_BLAS=openblas ");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("blas: openblas, OpenBLAS "));
+  r = RunAxle(args, "AXLE_MKL_LIBRARY=" + Path("no_libmkl_rt.so") + " ");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("blas: openblas, OpenBLAS "));
+  EXPECT_THAT(r.output, HasSubstr("(MKL not loaded: "));
 }
 
 }  // namespace

@@ -1,0 +1,207 @@
+// Note [Which BLAS]
+// dot_general's large products are ~85% of a GPT-2 124M training step on this 2-core machine, so
+// the BLAS sets most of the step time. Both libraries run single-threaded from our pool (Note [BLAS
+// threads], cpu_dot.cc), each thread computing whole tiles of C. Measured on the step's own
+// products (M = 256 tokens; C programs calling each library the way cpu_dot.cc does, 2 threads,
+// best of 5, alternated): OpenBLAS 0.3.21 1.38-1.44 s a step, MKL 2026.2 (sequential) 1.07-1.24 s;
+// `axle train --config 124m` 129-141 -> 171-185 tokens/s. So MKL is preferred when it is
+// installed; OpenBLAS (Debian's, linked) is the fallback and AXLE_BLAS=openblas forces it.
+//
+// MKL is dlopen'ed, not linked: it comes from PyPI (`pip install --no-deps mkl` puts libmkl_rt in
+// the Python prefix's lib/) or Debian's non-free libmkl-rt, and a build without it must work. Before
+// its first product it is set to
+//   - the LP64 interface (32-bit ints, the CBLAS ABI of cblas.h) and the sequential threading
+//     layer: no OpenMP runtime of its own to fight our pool;
+//   - conditional numerical reproducibility AUTO (MKL_CBWR_Set): the same inputs give the same bits
+//     on this machine whatever the operands' alignment (StridedCopy's operand copies are only
+//     16-byte aligned); it cost nothing measurable on the GPT-2 products.
+// Both libraries multiply every pair of a product (neither skips zeros), which Note [BLAS and
+// non-finite values] (cpu_dot.cc) relies on; the dot tests with inf / NaN operands run on both.
+#include "runtime/blas.h"
+
+#include <cblas.h>
+#include <dlfcn.h>
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/flags.h"
+
+namespace axle::runtime::cpu {
+namespace {
+
+// CBLAS's enums are passed as ints (the C ABI); MKL's and OpenBLAS's values are the standard ones.
+constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
+using CblasSgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float,
+                            float*, int);
+using CblasDgemm = void (*)(int, int, int, int, int, int, double, const double*, int, const double*, int, double,
+                            double*, int);
+
+extern "C" char* openblas_get_config() __attribute__((weak));
+
+void OpenBlasSgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
+                   int64_t ldb, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, a, static_cast<int>(lda), b,
+              static_cast<int>(ldb), 0.0f, c, static_cast<int>(ldc));
+}
+void OpenBlasDgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, int64_t lda,
+                   const double* b, int64_t ldb, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0, a, static_cast<int>(lda), b,
+              static_cast<int>(ldb), 0.0, c, static_cast<int>(ldc));
+}
+
+struct Mkl {
+  CblasSgemm sgemm = nullptr;
+  CblasDgemm dgemm = nullptr;
+  std::string detail;  // version and path when loaded
+  std::string error;   // why not, when not
+};
+
+// Loaded once; the handle is never closed (MKL keeps per-thread state until exit).
+const Mkl& LoadMkl() {
+  static const Mkl mkl = [] {
+    Mkl m;
+    std::vector<std::string> candidates;
+    if (const std::string path = flags::mkl_library(); !path.empty()) {
+      candidates.push_back(path);
+    } else {
+#ifdef AXLE_MKL_BUILD_PATH
+      candidates.push_back(AXLE_MKL_BUILD_PATH);
+#endif
+      candidates.insert(candidates.end(), {"libmkl_rt.so.3", "libmkl_rt.so.2", "libmkl_rt.so"});
+    }
+    void* handle = nullptr;
+    std::string path;
+    for (const std::string& c : candidates) {
+      if ((handle = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) {
+        path = c;
+        break;
+      }
+      if (m.error.empty()) m.error = ::dlerror();
+    }
+    if (handle == nullptr) return m;
+    auto sym = [&](const char* name) { return ::dlsym(handle, name); };
+    auto set_interface = reinterpret_cast<int (*)(int)>(sym("MKL_Set_Interface_Layer"));
+    auto set_threading = reinterpret_cast<int (*)(int)>(sym("MKL_Set_Threading_Layer"));
+    auto cbwr_set = reinterpret_cast<int (*)(int)>(sym("MKL_CBWR_Set"));
+    auto version = reinterpret_cast<void (*)(char*, int)>(sym("MKL_Get_Version_String"));
+    auto sgemm = reinterpret_cast<CblasSgemm>(sym("cblas_sgemm"));
+    auto dgemm = reinterpret_cast<CblasDgemm>(sym("cblas_dgemm"));
+    if (!set_interface || !set_threading || !cbwr_set || !sgemm || !dgemm) {
+      m.error = fmt::format("{} lacks MKL's runtime-dispatch entry points (is it libmkl_rt?)", path);
+      return m;
+    }
+    constexpr int kLp64 = 0, kSequential = 1, kCbwrAuto = 2, kCbwrSuccess = 0;
+    set_interface(kLp64);
+    if (set_threading(kSequential) != kSequential) {
+      m.error = fmt::format("{} refused its sequential threading layer (libmkl_sequential missing beside it?)", path);
+      return m;
+    }
+    if (cbwr_set(kCbwrAuto) != kCbwrSuccess) {
+      m.error = fmt::format("{} refused conditional numerical reproducibility (MKL_CBWR_Set AUTO)", path);
+      return m;
+    }
+    char buf[256] = {};
+    if (version) version(buf, sizeof(buf) - 1);
+    m.sgemm = sgemm;
+    m.dgemm = dgemm;
+    // "Intel(R) oneAPI Math Kernel Library Version 2026.2-Product Build ..." -> "MKL 2026.2".
+    std::string v = buf;
+    if (const size_t at = v.find("Version "); at != std::string::npos) v = v.substr(at + 8, v.find_first_of("- ", at + 8) - at - 8);
+    m.detail = fmt::format("MKL {} (sequential), {}", v, path);
+    return m;
+  }();
+  return mkl;
+}
+
+// MKL's entry points behind the BlasLibrary signatures; set once, before any product runs.
+CblasSgemm g_mkl_sgemm = nullptr;
+CblasDgemm g_mkl_dgemm = nullptr;
+
+void MklSgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
+              int64_t ldb, float* c, int64_t ldc) {
+  g_mkl_sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, static_cast<int>(M), static_cast<int>(N),
+              static_cast<int>(K), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f, c,
+              static_cast<int>(ldc));
+}
+void MklDgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, int64_t lda, const double* b,
+              int64_t ldb, double* c, int64_t ldc) {
+  g_mkl_dgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, static_cast<int>(M), static_cast<int>(N),
+              static_cast<int>(K), 1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), 0.0, c,
+              static_cast<int>(ldc));
+}
+
+BlasLibrary MakeOpenBlas(const std::string& why_not_mkl) {
+  BlasLibrary b;
+  b.name = "openblas";
+  std::string config = openblas_get_config ? openblas_get_config() : "a CBLAS";
+  if (const size_t cut = config.find(' ', config.find(' ') + 1); cut != std::string::npos) config.resize(cut);
+  b.detail = why_not_mkl.empty() ? config : fmt::format("{} (MKL not loaded: {})", config, why_not_mkl);
+  b.sgemm = OpenBlasSgemm;
+  b.dgemm = OpenBlasDgemm;
+  return b;
+}
+
+BlasLibrary MakeMkl() {
+  const Mkl& m = LoadMkl();
+  g_mkl_sgemm = m.sgemm;
+  g_mkl_dgemm = m.dgemm;
+  BlasLibrary b;
+  b.name = "mkl";
+  b.detail = m.detail;
+  b.sgemm = MklSgemm;
+  b.dgemm = MklDgemm;
+  return b;
+}
+
+std::mutex g_mu;
+std::atomic<const BlasLibrary*> g_active{nullptr};
+
+const BlasLibrary& Install(BlasLibrary lib) {
+  static BlasLibrary slots[2];  // one per library: a pointer handed out stays valid
+  BlasLibrary& slot = slots[lib.name == "mkl" ? 1 : 0];
+  slot = std::move(lib);
+  g_active.store(&slot, std::memory_order_release);
+  return slot;
+}
+
+bool MklLoads() { return LoadMkl().sgemm != nullptr; }
+
+// Under g_mu.
+const BlasLibrary& Select(const std::string& name) {
+  if (name == "openblas") return Install(MakeOpenBlas(""));
+  if (name == "mkl") {
+    if (!MklLoads())
+      Fail("AXLE_BLAS=mkl, but MKL does not load: {}. Install it with `python3 -m pip install --no-deps mkl` "
+           "and rebuild (CMake finds it in the Python prefix), or point AXLE_MKL_LIBRARY at libmkl_rt.so.N, or "
+           "use AXLE_BLAS=openblas",
+           LoadMkl().error);
+    return Install(MakeMkl());
+  }
+  if (name == "auto") return MklLoads() ? Install(MakeMkl()) : Install(MakeOpenBlas(LoadMkl().error));
+  Fail("AXLE_BLAS='{}' is not a BLAS Axle knows: use auto (MKL when it loads, else OpenBLAS), mkl or openblas",
+       name);
+}
+
+}  // namespace
+
+bool MklAvailable() { return MklLoads(); }
+
+const BlasLibrary& UseBlas(const std::string& name) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return Select(name);
+}
+
+const BlasLibrary& Blas() {
+  if (const BlasLibrary* b = g_active.load(std::memory_order_acquire)) return *b;
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (const BlasLibrary* b = g_active.load(std::memory_order_relaxed)) return *b;
+  return Select(flags::blas());
+}
+
+}  // namespace axle::runtime::cpu

@@ -1,0 +1,35 @@
+// The BLAS behind dot_general's large f32 / f64 products (Note [Which BLAS], blas.cc).
+//
+// OpenBLAS is linked; Intel MKL is loaded at run time when it is installed (`python3 -m pip
+// install --no-deps mkl`, or Debian's libmkl-rt) and AXLE_BLAS allows it. Both are called
+// single-threaded from our pool (Note [BLAS threads], cpu_dot.cc), through the CBLAS row-major
+// interface.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace axle::runtime::cpu {
+
+struct BlasLibrary {
+  std::string name;    // "mkl" or "openblas"
+  std::string detail;  // version and where it was loaded from, for `axle train`'s header
+  void (*sgemm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
+                int64_t ldb, float* c, int64_t ldc) = nullptr;
+  void (*dgemm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, int64_t lda,
+                const double* b, int64_t ldb, double* c, int64_t ldc) = nullptr;
+};
+
+// The library AXLE_BLAS selects, chosen on first use: auto (the default) takes MKL when it loads
+// and OpenBLAS otherwise; mkl is an error when MKL does not load; openblas never loads MKL.
+const BlasLibrary& Blas();
+
+// Loads the named library ("mkl" or "openblas") and makes it the one Blas() returns; throws
+// axle::Error naming what to do when it cannot. For tests and benchmarks that compare the two.
+const BlasLibrary& UseBlas(const std::string& name);
+
+// Whether MKL can be loaded here (AXLE_MKL_LIBRARY, else the one found at build time, else
+// libmkl_rt on the loader's path). Loads it on the first call.
+bool MklAvailable();
+
+}  // namespace axle::runtime::cpu
