@@ -14,7 +14,9 @@
 # Environment: CONFIG (small), BATCH / SEQ (per config), STEPS (default 20), SKIP (default 2: the
 # first steps are compile / warmup and are not timed), ROUNDS (default 1: runs of each side,
 # alternated; the table shows medians), AXLE (default build/axle), PYTHON (default
-# /usr/bin/python3, must have torch), TORCH_THREADS (default: the core count), JAX_PYTHON (default:
+# /usr/bin/python3, must have torch), TORCH_THREADS (default: the core count), TORCH_MKL (default:
+# the libmkl_rt that `axle train` reports, else none; PyTorch then also runs with MKL preloaded as
+# its BLAS, and its best setting per round is the one compared; none: OpenBLAS only), JAX_PYTHON (default:
 # the first of python3 on PATH, $PYTHON, /usr/bin/python3 that imports jax; JAX_PYTHON=none skips
 # JAX), JAX_THREADS (default: TORCH_THREADS). Each side is skipped with a note when it cannot run.
 set -uo pipefail
@@ -88,9 +90,9 @@ torch_ok=1
 if ! "$PYTHON" -c "import torch" >/dev/null 2>&1; then
   echo "torch: '$PYTHON -c \"import torch\"' fails; skipped"; torch_ok=0
 fi
-run_torch() {  # -> "tokens/s"
+run_torch() {  # [ENV=VALUE...] -> "tokens/s"
   [[ "$torch_ok" == 1 ]] || return 0
-  if "${TORCH_ENV[@]}" "$PYTHON" "$ROOT/bench/torch_gpt2_train.py" --config "$CONFIG" \
+  if "${TORCH_ENV[@]}" "$@" "$PYTHON" "$ROOT/bench/torch_gpt2_train.py" --config "$CONFIG" \
        --steps "$STEPS" --skip "$SKIP" --batch "$BATCH" --seq "$SEQ" --threads "$TORCH_THREADS" > "$TMP/torch.jsonl" 2> "$TMP/torch.err"; then
     "$PYTHON" -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print("%.1f" % s["summary"]["tokens_per_s"])' "$TMP/torch.jsonl"
   else
@@ -103,20 +105,37 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {if (NR) p
 # ROUNDS > 1 alternates the two sides (axle, pytorch, axle, ...): this VM's speed drifts by
 # 10-40% over minutes, and one run of each, minutes apart, can read a ratio that far off. The
 # table then shows each side's median and the median of the per-round ratios.
-axle_all="" torch_all="" ratio_all="" axle_compile=""
+# PyTorch with MKL as its BLAS (Debian's torch calls sgemm_ through libblas.so.3; a preloaded
+# libmkl_rt takes those calls, with MKL's OpenMP layer on torch's libgomp) is a second setting
+# of it: Axle uses MKL when it is installed, so PyTorch gets it too, and each round compares
+# Axle with the faster of the two. TORCH_MKL=none leaves it out.
+TORCH_MKL="${TORCH_MKL:-auto}"
+axle_all="" torch_all="" torch_ob_all="" torch_mkl_all="" ratio_all="" axle_compile=""
 for ((round = 1; round <= ROUNDS; ++round)); do
   a="$(run_axle)"
+  if [[ "$TORCH_MKL" == auto ]]; then  # the MKL Axle loaded (its header: "blas: mkl, MKL V (sequential), PATH")
+    TORCH_MKL="$(sed -n 's/^blas: mkl, .*, \(\/.*\)$/\1/p' "$TMP/axle.out" 2>/dev/null | head -1)"
+    TORCH_MKL="${TORCH_MKL:-none}"
+  fi
   t="$(run_torch)"
+  [[ -n "$t" ]] && torch_ob_all+=" $t"
+  tm=""
+  if [[ "$TORCH_MKL" != none ]]; then
+    tm="$(run_torch LD_PRELOAD="$TORCH_MKL" MKL_THREADING_LAYER=GNU)"
+    [[ -n "$tm" ]] && torch_mkl_all+=" $tm"
+    [[ -n "$tm" ]] && { [[ -z "$t" ]] || awk -v m="$tm" -v o="$t" 'BEGIN{exit !(m > o)}'; } && t="$tm"
+  fi
   [[ -n "$a" ]] && axle_all+=" ${a%% *}" && axle_compile="${axle_compile:-${a##* }}"
   [[ -n "$t" ]] && torch_all+=" $t"
   r=""
   [[ -n "$a" && -n "$t" ]] && r="$(awk -v a="${a%% *}" -v t="$t" 'BEGIN{printf "%.2f", a/t}')" && ratio_all+=" $r"
-  ((ROUNDS > 1)) && echo "round $round: axle ${a%% *} tokens/s, pytorch $t tokens/s${r:+, ${r}x}"
+  ((ROUNDS > 1)) && echo "round $round: axle ${a%% *} tokens/s, pytorch $t tokens/s${tm:+ (openblas ${torch_ob_all##* }, mkl $tm)}${r:+, ${r}x}"
 done
 axle_tps=""
 [[ -n "$axle_all" ]] && axle_tps="$(median <<<"$axle_all") $axle_compile"
 torch_tps="$(median <<<"$torch_all")"
 ratio="$(median <<<"$ratio_all")"
+axle_blas="$(sed -n 's/^blas: //p' "$TMP/axle.out" 2>/dev/null | head -1)"
 
 jax_tps=""
 if [[ "$JAX_PYTHON" == none ]]; then
@@ -136,7 +155,8 @@ fi
 # The roofline: sgemm GFLOP/s of this machine's BLAS in this run (numpy's f32 matmul, 2048^3,
 # best of 10: this VM's neighbours make single runs read up to 40% low), and each trainer's
 # model FLOP/s = 6 x parameters x tokens/s as a share of it.
-sgemm="$("$PYTHON" - <<'PY' 2>/dev/null
+probe_sgemm() {  # [ENV=VALUE...] -> GFLOP/s
+  env "$@" "$PYTHON" - <<'PY' 2>/dev/null
 import time
 import numpy as np
 a = np.random.rand(2048, 2048).astype(np.float32)
@@ -145,15 +165,26 @@ a @ b
 best = min((lambda t: (a @ b, time.perf_counter() - t)[1])(time.perf_counter()) for _ in range(10))
 print(f"{2 * 2048 ** 3 / best / 1e9:.1f}")
 PY
-)"
+}
+sgemm="$(probe_sgemm)"
+# With MKL in use, the same probe and the GEMM floor through MKL too (for reference: the
+# roofline stays OpenBLAS's, as the issue defines it).
+MKL_ENV=()
+[[ "$TORCH_MKL" != none ]] && MKL_ENV=(LD_PRELOAD="$TORCH_MKL" MKL_THREADING_LAYER=GNU OMP_WAIT_POLICY=PASSIVE)
+sgemm_mkl=""
+((${#MKL_ENV[@]})) && sgemm_mkl="$(probe_sgemm "${MKL_ENV[@]}")"
 params="$(sed -n 's/.*(\([0-9.]*\)M parameters).*/\1/p' "$TMP/axle.out" 2>/dev/null | head -1)"
-# The GEMM floor (bench/gemm_bound.py): this step's matrix products alone, warm, through the same
-# OpenBLAS; no trainer using that BLAS beats it even if everything else were free.
-floor_tps=""
+# The GEMM floor (bench/gemm_bound.py): this step's matrix products alone, warm, through
+# OpenBLAS (and MKL); no trainer using that BLAS beats it even if everything else were free.
+floor_tps="" floor_mkl_tps=""
+floor() {  # [ENV=VALUE...] -> tokens/s
+  env "$@" "$PYTHON" "$ROOT/bench/gemm_bound.py" --config "$CONFIG" --batch "$BATCH" --seq "$SEQ" 2>/dev/null |
+    sed -n 's/.*at most \([0-9.]*\) tokens\/s.*/\1/p'
+}
 case "$CONFIG" in
   124m|small)
-    floor_tps="$("$PYTHON" "$ROOT/bench/gemm_bound.py" --config "$CONFIG" --batch "$BATCH" --seq "$SEQ" 2>/dev/null |
-                 sed -n 's/.*at most \([0-9.]*\) tokens\/s.*/\1/p')" ;;
+    floor_tps="$(floor)"
+    ((${#MKL_ENV[@]})) && floor_mkl_tps="$(floor "${MKL_ENV[@]}")" ;;
 esac
 roof() {  # tokens/s -> "NN%" of the sgemm roofline
   [[ -n "$1" && -n "$sgemm" && -n "$params" ]] || return 0
@@ -161,11 +192,17 @@ roof() {  # tokens/s -> "NN%" of the sgemm roofline
 }
 
 echo
-[[ -n "$sgemm" ]] && echo "sgemm roofline: $sgemm GFLOP/s (numpy f32 2048^3, this run); model: ${params:-?}M parameters"
+[[ -n "$sgemm" ]] && echo "sgemm roofline: $sgemm GFLOP/s (numpy f32 2048^3 through OpenBLAS, this run); model: ${params:-?}M parameters"
+[[ -n "$sgemm_mkl" ]] && echo "  the same probe through MKL: $sgemm_mkl GFLOP/s"
 printf '%-26s %14s\n' "" "tokens/s"
 printf '%-26s %14s   %s\n' "axle train" "${axle_tps%% *}" "$(roof "${axle_tps%% *}")"
 [[ -n "$axle_tps" ]] && printf '%-26s %14s\n' "  (compile, s)" "${axle_tps##* }"
+[[ -n "$axle_blas" ]] && printf '%-26s %s\n' "  (blas)" "$axle_blas"
 printf '%-26s %14s   %s\n' "pytorch eager ($TORCH_THREADS thr)" "$torch_tps" "$(roof "$torch_tps")"
+if [[ -n "$torch_mkl_all" ]]; then
+  printf '%-26s %14s\n' "  (openblas)" "$(median <<<"$torch_ob_all")"
+  printf '%-26s %14s   %s\n' "  (mkl preloaded)" "$(median <<<"$torch_mkl_all")" "the faster of the two in each round is compared"
+fi
 if [[ -n "$ratio" ]]; then
   printf '%-26s %14s%s\n' "axle / pytorch" "$(awk -v r="$ratio" 'BEGIN{printf "%.2fx", r}')" \
     "$( ((ROUNDS > 1)) && echo "   median of $ROUNDS rounds:$ratio_all")"
@@ -178,5 +215,9 @@ if [[ -n "$floor_tps" ]]; then
   printf '%-26s %14s   %s\n' "gemm floor" "$floor_tps" "the step's products alone, warm (bench/gemm_bound.py)"
   [[ -n "$axle_tps" ]] && printf '%-26s %14s\n' "axle / gemm floor" "$(awk -v a="${axle_tps%% *}" -v f="$floor_tps" 'BEGIN{printf "%.2f", a/f}')"
   [[ -n "$torch_tps" ]] && printf '%-26s %14s\n' "pytorch / gemm floor" "$(awk -v t="$torch_tps" -v f="$floor_tps" 'BEGIN{printf "%.2f", t/f}')"
+fi
+if [[ -n "$floor_mkl_tps" ]]; then
+  printf '%-26s %14s   %s\n' "gemm floor (mkl)" "$floor_mkl_tps" "the same products through MKL"
+  [[ -n "$axle_tps" ]] && printf '%-26s %14s\n' "axle / gemm floor (mkl)" "$(awk -v a="${axle_tps%% *}" -v f="$floor_mkl_tps" 'BEGIN{printf "%.2f", a/f}')"
 fi
 [[ -n "$axle_tps" || -n "$torch_tps" || -n "$jax_tps" ]]
