@@ -112,7 +112,8 @@ const Mkl& LoadMkl() {
     m.dgemm = dgemm;
     // "Intel(R) oneAPI Math Kernel Library Version 2026.2-Product Build ..." -> "MKL 2026.2".
     std::string v = buf;
-    if (const size_t at = v.find("Version "); at != std::string::npos) v = v.substr(at + 8, v.find_first_of("- ", at + 8) - at - 8);
+    if (const size_t at = v.find("Version "); at != std::string::npos)
+      v = v.substr(at + 8, v.find_first_of("- ", at + 8) - at - 8);
     m.detail = fmt::format("MKL {} (sequential), {}", v, path);
     return m;
   }();
@@ -170,27 +171,25 @@ const BlasLibrary& Install(BlasLibrary lib) {
   return slot;
 }
 
-bool MklLoads() { return LoadMkl().sgemm != nullptr; }
-
 // Under g_mu.
 const BlasLibrary& Select(const std::string& name) {
   if (name == "openblas") return Install(MakeOpenBlas(""));
   if (name == "mkl") {
-    if (!MklLoads())
+    if (!MklAvailable())
       Fail("AXLE_BLAS=mkl, but MKL does not load: {}. Install it with `python3 -m pip install --no-deps mkl` "
            "and rebuild (CMake finds it in the Python prefix), or point AXLE_MKL_LIBRARY at libmkl_rt.so.N, or "
            "use AXLE_BLAS=openblas",
            LoadMkl().error);
     return Install(MakeMkl());
   }
-  if (name == "auto") return MklLoads() ? Install(MakeMkl()) : Install(MakeOpenBlas(LoadMkl().error));
+  if (name == "auto") return MklAvailable() ? Install(MakeMkl()) : Install(MakeOpenBlas(LoadMkl().error));
   Fail("AXLE_BLAS='{}' is not a BLAS Axle knows: use auto (MKL when it loads, else OpenBLAS), mkl or openblas",
        name);
 }
 
 }  // namespace
 
-bool MklAvailable() { return MklLoads(); }
+bool MklAvailable() { return LoadMkl().sgemm != nullptr; }
 
 const BlasLibrary& UseBlas(const std::string& name) {
   std::lock_guard<std::mutex> lock(g_mu);

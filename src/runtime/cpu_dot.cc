@@ -3,11 +3,11 @@
 // like one dim each, whatever the batch strides; any other layout is copied once with
 // StridedCopy), then
 //   - f32 / f64 products with M*N*K >= BlasMinFlops() call sgemm / dgemm of MKL or OpenBLAS (Note
-//     [Which BLAS], blas.cc), split over our thread pool (Note [BLAS threads]). BLAS accumulates in the element type in its own
-//     order, so results differ from the interpreter's (double accumulation, row-major order, one
-//     rounding) by reassociation: a few ulps relative to the sum of |products|, more under
-//     cancellation. A product with an inf or NaN result is recomputed by the exact loop (Note
-//     [BLAS and non-finite values]).
+//     [Which BLAS], blas.cc), split over our thread pool (Note [BLAS threads]). BLAS accumulates in
+//     the element type in its own order, so results differ from the interpreter's (double
+//     accumulation, row-major order, one rounding) by reassociation: a few ulps relative to the
+//     sum of |products|, more under cancellation. A product with an inf or NaN result is
+//     recomputed by the exact loop (Note [BLAS and non-finite values]).
 //   - smaller f32 / f64 products use an exact loop: double accumulation from -0 over k in order,
 //     one rounding, an empty contraction gives +0 — bitwise equal to the interpreter.
 //   - every other dtype goes to the interpreter's kernel.
@@ -275,10 +275,11 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
   // whose f32 partial sums overflow can come out inf where the interpreter's double accumulation
   // stays finite; and an inf or NaN operand must give the interpreter's inf / NaN pattern. So every
   // block BLAS writes is checked (in cache, ~free) and a product with any inf or NaN result is
-  // recomputed by the exact loop. This relies on the BLAS's gemm multiplying every pair (OpenBLAS's and
-  // MKL's do; neither skips zero entries, as reference BLAS does; tested on both): then an inf or NaN operand element reaches every
-  // result of its row or column, and an all-finite result means all-finite operands. Checking the
-  // operands before the call instead read ~1.3 GB per GPT-2 124M step, 0.15-0.5 s of its ~2.3 s.
+  // recomputed by the exact loop. This relies on the BLAS's gemm multiplying every pair (OpenBLAS's
+  // and MKL's do; neither skips zero entries, as reference BLAS does; tested on both): then an inf
+  // or NaN operand element reaches every result of its row or column, and an all-finite result
+  // means all-finite operands. Checking the operands before the call instead read ~1.3 GB per
+  // GPT-2 124M step, 0.15-0.5 s of its ~2.3 s.
   const bool blas = M * N * K >= BlasMinFlops() && std::max({M, N, K}) < (int64_t{1} << 31);
   Mat<T> a, b;
   Arrange(lhs, d.lhs_batch, lf, d.lhs_contracting, a);   // [B, M, K]
