@@ -33,26 +33,18 @@
 namespace axle::runtime::cpu {
 namespace {
 
-// CBLAS's enums are passed as ints (the C ABI); MKL's and OpenBLAS's values are the standard ones.
-constexpr int kRowMajor = 101, kNoTrans = 111, kTrans = 112;
-using CblasSgemm = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float,
-                            float*, int);
-using CblasDgemm = void (*)(int, int, int, int, int, int, double, const double*, int, const double*, int, double,
-                            double*, int);
-
 extern "C" char* openblas_get_config() __attribute__((weak));
 
-void OpenBlasSgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                   int64_t ldb, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, a, static_cast<int>(lda), b,
-              static_cast<int>(ldb), 0.0f, c, static_cast<int>(ldc));
+// OpenBLAS's cblas.h declares the enums as enum types; these take ints like MKL's entry points.
+void OpenBlasSgemm(int o, int ta, int tb, int M, int N, int K, float alpha, const float* a, int lda, const float* b,
+                   int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(static_cast<CBLAS_ORDER>(o), static_cast<CBLAS_TRANSPOSE>(ta), static_cast<CBLAS_TRANSPOSE>(tb), M, N,
+              K, alpha, a, lda, b, ldb, beta, c, ldc);
 }
-void OpenBlasDgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, int64_t lda,
-                   const double* b, int64_t ldb, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0, a, static_cast<int>(lda), b,
-              static_cast<int>(ldb), 0.0, c, static_cast<int>(ldc));
+void OpenBlasDgemm(int o, int ta, int tb, int M, int N, int K, double alpha, const double* a, int lda,
+                   const double* b, int ldb, double beta, double* c, int ldc) {
+  cblas_dgemm(static_cast<CBLAS_ORDER>(o), static_cast<CBLAS_TRANSPOSE>(ta), static_cast<CBLAS_TRANSPOSE>(tb), M, N,
+              K, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 struct Mkl {
@@ -140,23 +132,6 @@ const Mkl& LoadMkl() {
   return mkl;
 }
 
-// MKL's entry points behind the BlasLibrary signatures; set once, before any product runs.
-CblasSgemm g_mkl_sgemm = nullptr;
-CblasDgemm g_mkl_dgemm = nullptr;
-
-void MklSgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-              int64_t ldb, float* c, int64_t ldc) {
-  g_mkl_sgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, static_cast<int>(M), static_cast<int>(N),
-              static_cast<int>(K), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f, c,
-              static_cast<int>(ldc));
-}
-void MklDgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, int64_t lda, const double* b,
-              int64_t ldb, double* c, int64_t ldc) {
-  g_mkl_dgemm(kRowMajor, ta ? kTrans : kNoTrans, tb ? kTrans : kNoTrans, static_cast<int>(M), static_cast<int>(N),
-              static_cast<int>(K), 1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), 0.0, c,
-              static_cast<int>(ldc));
-}
-
 BlasLibrary MakeOpenBlas(const std::string& why_not_mkl) {
   BlasLibrary b;
   b.name = "openblas";
@@ -170,13 +145,11 @@ BlasLibrary MakeOpenBlas(const std::string& why_not_mkl) {
 
 BlasLibrary MakeMkl() {
   const Mkl& m = LoadMkl();
-  g_mkl_sgemm = m.sgemm;
-  g_mkl_dgemm = m.dgemm;
   BlasLibrary b;
   b.name = "mkl";
   b.detail = m.detail;
-  b.sgemm = MklSgemm;
-  b.dgemm = MklDgemm;
+  b.sgemm = m.sgemm;
+  b.dgemm = m.dgemm;
   return b;
 }
 

@@ -11,13 +11,18 @@
 
 namespace axle::runtime::cpu {
 
+// CBLAS's ?gemm with its enums passed as ints (the C ABI), of the standard values:
+constexpr int kCblasRowMajor = 101, kCblasNoTrans = 111, kCblasTrans = 112;
+using CblasSgemm = void (*)(int order, int trans_a, int trans_b, int M, int N, int K, float alpha, const float* a,
+                            int lda, const float* b, int ldb, float beta, float* c, int ldc);
+using CblasDgemm = void (*)(int order, int trans_a, int trans_b, int M, int N, int K, double alpha, const double* a,
+                            int lda, const double* b, int ldb, double beta, double* c, int ldc);
+
 struct BlasLibrary {
   std::string name;    // "mkl" or "openblas"
   std::string detail;  // version and where it was loaded from, for `axle train`'s header
-  void (*sgemm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda, const float* b,
-                int64_t ldb, float* c, int64_t ldc) = nullptr;
-  void (*dgemm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a, int64_t lda,
-                const double* b, int64_t ldb, double* c, int64_t ldc) = nullptr;
+  CblasSgemm sgemm = nullptr;
+  CblasDgemm dgemm = nullptr;
 };
 
 // The library AXLE_BLAS selects, chosen on first use: auto (the default) takes MKL when it loads

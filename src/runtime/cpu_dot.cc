@@ -249,11 +249,15 @@ bool BlockFinite(const T* p, int64_t rows, int64_t cols, int64_t ld) {
 // C[M, N] = op(A) op(B) with explicit leading dimensions (row-major), through the BLAS in use.
 void Gemm(const BlasLibrary& blas, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
           const float* b, int64_t ldb, float* c, int64_t ldc) {
-  blas.sgemm(ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
+  blas.sgemm(kCblasRowMajor, ta ? kCblasTrans : kCblasNoTrans, tb ? kCblasTrans : kCblasNoTrans,
+             static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, a, static_cast<int>(lda), b,
+             static_cast<int>(ldb), 0.0f, c, static_cast<int>(ldc));
 }
 void Gemm(const BlasLibrary& blas, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const double* a,
           int64_t lda, const double* b, int64_t ldb, double* c, int64_t ldc) {
-  blas.dgemm(ta, tb, M, N, K, a, lda, b, ldb, c, ldc);
+  blas.dgemm(kCblasRowMajor, ta ? kCblasTrans : kCblasNoTrans, tb ? kCblasTrans : kCblasNoTrans,
+             static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0, a, static_cast<int>(lda), b,
+             static_cast<int>(ldb), 0.0, c, static_cast<int>(ldc));
 }
 
 template <typename T>

@@ -117,7 +117,8 @@ TEST(BlasTest, SameBitsWhateverTheAlignment) {
       float* b = a + M * K + shift;
       for (int64_t i = 0; i < M * K; ++i) a[i] = std::sin(0.37 * static_cast<double>(i)) * 0.5f;
       for (int64_t i = 0; i < N * K; ++i) b[i] = std::cos(0.11 * static_cast<double>(i));
-      cpu::Blas().sgemm(false, true, M, N, K, a, K, b, K, (shift ? got : want).data(), N);
+      cpu::Blas().sgemm(cpu::kCblasRowMajor, cpu::kCblasNoTrans, cpu::kCblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f,
+                        (shift ? got : want).data(), N);
       if (shift) EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << shift;
     }
   });
