@@ -641,10 +641,14 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
     // ...; the tail goes to acc), summed in lane order at the end. The in-order chain of double
     // adds is latency bound (4 cycles an element); the lanes vectorise. Reassociated, so not
     // bitwise the interpreter's, but deterministic (lanes follow positions, not threads).
-    // Max and min (f32, f64) take 8 lanes of the element type: ax_max / ax_min are associative and
-    // commutative (+0 beats -0 whatever the order, any NaN wins), so the result is the in-order
-    // one except for which NaN's payload comes out. The in-order select chain costs ~5 cycles an
-    // element: GPT-2 small's row max over 512 logits took 0.47 ms for 512 rows.
+    // Max and min (f32, f64) take W lanes of the element type (up to two 512-bit registers' worth),
+    // folded pairwise at the end: ax_max / ax_min are associative and commutative (+0 beats -0
+    // whatever the order, any NaN wins), so the result is the in-order one except for which NaN's
+    // payload comes out. The in-order select chain costs ~5 cycles an element: GPT-2 small's row
+    // max over 512 logits took 0.47 ms for 512 rows. With 8 lanes each row was still a chain of
+    // R / 8 dependent selects (~20 cycles each): the attention's masked row max (2048 rows of 64)
+    // took 155-164 us on one core; with 32 lanes (2 links a row) and a vectorised fold, 105-118 us
+    // (the LM head's logits, 512 rows of 512: 153-161 -> 93-104 us).
     const DType xt = k.reduce->operand(0)->dtype();
     const bool sum_lanes = !options.exact_math && kind == ir::ReduceKind::kSum &&
                            k.reduce->result()->dtype() == DType::kF32 && R >= 64;
@@ -652,6 +656,11 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
                               (xt == DType::kF32 || xt == DType::kF64) && R >= 16;
     const bool lanes = sum_lanes || minmax_lanes;
     const std::string lane_t = sum_lanes ? "double" : CType(xt);
+    int W = 8;  // lanes
+    if (minmax_lanes) {
+      const int most = xt == DType::kF32 ? 32 : 16;
+      while (W < most && 4 * W <= R) W *= 2;  // at least 2 links a row
+    }
     s += fmt::format("  {} buf[256];\n", CType(xt));
     s += "  for (int64_t o = begin; o < end; ++o) {\n";
     s += fmt::format("    double acc = {};\n", init);
@@ -660,7 +669,7 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
                                       ? (kind == ir::ReduceKind::kMax ? "-__builtin_inff()" : "__builtin_inff()")
                                       : std::string(init);
     if (sum_lanes) s += fmt::format("    ax_v8d lane = {{{0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}}};\n", lane_init);
-    else if (lanes) s += fmt::format("    {1} lane[8] = {{{0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}}};\n", lane_init, lane_t);
+    else if (lanes) s += fmt::format("    {} lane[{}];\n    for (int k = 0; k < {}; ++k) lane[k] = {};\n", lane_t, W, W, lane_init);
     s += fmt::format("    for (int64_t r0 = 0; r0 < {}; r0 += 256) {{\n", R);
     s += fmt::format("      const int64_t m = {} - r0 < 256 ? {} - r0 : 256;\n", R, R);
     s += "#pragma GCC ivdep\n";
@@ -670,15 +679,21 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
     s += fmt::format("        buf[r] = {};\n", xv);
     s += "      }\n";
     if (lanes) {
+      const char* f = kind == ir::ReduceKind::kMax ? "ax_max" : "ax_min";
       s += "      int64_t r = 0;\n";
-      s += "      for (; r + 8 <= m; r += 8)\n";
+      s += fmt::format("      for (; r + {0} <= m; r += {0})\n", W);
       if (sum_lanes)
         s += "        ax_lanes_add(lane, buf + r);\n";
       else
-        s += fmt::format("        for (int k = 0; k < 8; ++k) lane[k] = {}(lane[k], buf[r + k]);\n",
-                         kind == ir::ReduceKind::kMax ? "ax_max" : "ax_min");
+        s += fmt::format("        for (int k = 0; k < {}; ++k) lane[k] = {}(lane[k], buf[r + k]);\n", W, f);
       s += "      for (; r < m; ++r) " + combine("acc", "buf[r]") + "\n    }\n";
-      s += "    for (int k = 0; k < 8; ++k) " + combine("acc", "lane[k]") + "\n";
+      if (sum_lanes) {
+        s += "    for (int k = 0; k < 8; ++k) " + combine("acc", "lane[k]") + "\n";
+      } else {
+        for (int w = W / 2; w > 0; w /= 2)  // constant trip counts: each step one vector op
+          s += fmt::format("    for (int k = 0; k < {0}; ++k) lane[k] = {1}(lane[k], lane[k + {0}]);\n", w, f);
+        s += "    " + combine("acc", "lane[0]") + "\n";
+      }
     } else {
       s += "      for (int64_t r = 0; r < m; ++r) " + combine("acc", "buf[r]") + "\n    }\n";
     }

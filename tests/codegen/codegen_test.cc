@@ -621,8 +621,8 @@ TEST(CompiledBackendTest, ReductionWithPrologueEdgeCases) {
 // anywhere in a row, rows of only zeros, and row lengths with and without a tail.
 TEST(CompiledBackendTest, MaxMinLanesInFastMathMatchTheInterpreter) {
   const float nan = std::nanf(""), inf = INFINITY;
-  for (int64_t R : {16, 37, 300}) {
-    const int64_t A = 9;
+  for (int64_t R : {16, 37, 64, 300}) {  // 8, 16, 32 and 32 lanes (and a tail but for 64)
+    const int64_t A = 10;
     std::vector<float> v(static_cast<size_t>(A * R));
     for (int64_t a = 0; a < A; ++a)
       for (int64_t r = 0; r < R; ++r) {
@@ -635,6 +635,7 @@ TEST(CompiledBackendTest, MaxMinLanesInFastMathMatchTheInterpreter) {
         if (a == 6) x = r % 5 == 0 ? -inf : x;                 // infinities among values
         if (a == 7) x = r == R / 2 ? inf : -inf;
         if (a == 8) x = -inf;
+        if (a == 9 && r == 21) x = nan;                        // NaN in an upper lane of the fold
       }
     for (ReduceKind kind : {ReduceKind::kMax, ReduceKind::kMin}) {
       ir::Module m("lanes");
@@ -649,6 +650,8 @@ TEST(CompiledBackendTest, MaxMinLanesInFastMathMatchTheInterpreter) {
       const std::string src = codegen::EmitCpp(FuseOptimized(*m.Clone()), {.exact_math = false}).source;
       EXPECT_NE(src.find(kind == ReduceKind::kMax ? "lane[k] = ax_max(lane[k]" : "lane[k] = ax_min(lane[k]"),
                 std::string::npos) << src;
+      const std::string lanes = R >= 64 ? "lane[32]" : R >= 32 ? "lane[16]" : "lane[8]";
+      EXPECT_NE(src.find("float " + lanes + ";"), std::string::npos) << "R " << R << ": " << src;
       FastMathScope fast(true);
       auto exe = runtime::GetBackend("compiled").Compile(m);
       std::vector<BufferPtr> got = exe->Execute(Buffers(args));
