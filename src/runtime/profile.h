@@ -1,6 +1,7 @@
 // AXLE_PROFILE=1: wall time of every kernel the cpu and compiled backends run, summed per label
 // ("dot_general f32[256,768] x f32[768,3072]", "fused{sub,mul,exp}[786432]"), printed to stderr
-// at exit as a table of the top kernels (calls, total ms, share, GB/s of the bytes they touch).
+// at exit as a table of the top kernels (calls, total ms, share, GB/s of the bytes they touch, ms
+// of the calls that ran on one thread).
 // The executors label their steps at compile time only when the flag is on; off, a step costs
 // one branch.
 #pragma once
@@ -14,8 +15,10 @@ namespace axle::runtime::profile {
 
 bool Enabled();
 
-// Adds one call of `label` taking `seconds` and touching `bytes` (operands + results). Thread safe.
-void Record(const std::string& label, double seconds, int64_t bytes);
+// Adds one call of `label` taking `seconds` and touching `bytes` (operands + results); `parallel`:
+// it split work over the thread pool (the report shows the time of the calls that ran on one
+// thread, while the pool's other threads waited). Thread safe.
+void Record(const std::string& label, double seconds, int64_t bytes, bool parallel = true);
 
 // The table (the `top` labels by total time) and the total; empty when nothing was recorded.
 std::string Report(int top = 30);

@@ -126,6 +126,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_parallel, const std::functio
   const int64_t chunks = std::clamp<int64_t>(n / grain, num_threads(),
                                              std::min<int64_t>(n, int64_t{std::max(1, chunks_per_thread)} * num_threads()));
   std::lock_guard<std::mutex> call_lock(call_mu_);
+  dispatches_.fetch_add(1, std::memory_order_relaxed);
   uint32_t gen;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -64,6 +64,10 @@ class ThreadPool {
   // The process-wide pool used by the CPU kernels.
   static ThreadPool& Global();
 
+  // Calls so far that were split over the pool rather than run inline (AXLE_PROFILE tells the
+  // kernels that ran on one thread from those that used them all).
+  int64_t dispatches() const { return dispatches_.load(std::memory_order_relaxed); }
+
  private:
   void WorkerLoop(int index);
   void RunChunks(uint32_t gen, const std::function<void(int64_t, int64_t)>* fn, int64_t n, int64_t chunks);
@@ -78,6 +82,7 @@ class ThreadPool {
   std::atomic<int64_t> generation_{0};  // written under mu_; read while spinning
   std::atomic<uint64_t> ticket_{0};     // (call generation << 32) | next unclaimed chunk
   std::atomic<int64_t> done_{0};        // chunks of the current call finished
+  std::atomic<int64_t> dispatches_{0};
   std::exception_ptr error_;  // the first exception a worker's chunk threw
   bool stop_ = false;
 };

@@ -288,6 +288,18 @@ TEST(ThreadPoolTest, AChunkThatThrowsIsRethrownAndThePoolStaysUsable) {
   EXPECT_EQ(sum.load(), 999 * 1000 / 2);
 }
 
+// dispatches() counts the calls split over the pool (AXLE_PROFILE's one-thread column), not those
+// run inline: under min_parallel, fewer iterations than threads, or nested in a body.
+TEST(ThreadPoolTest, DispatchesCountOnlySplitCalls) {
+  ThreadPool pool(2);
+  auto nothing = [](int64_t, int64_t) {};
+  pool.ParallelFor(10, 100, nothing);  // under min_parallel
+  pool.ParallelFor(1, 1, nothing);     // one iteration, two threads
+  EXPECT_EQ(pool.dispatches(), 0);
+  pool.ParallelFor(1000, 100, [&](int64_t, int64_t) { pool.ParallelFor(1000, 1, nothing); });
+  EXPECT_EQ(pool.dispatches(), 1);  // the nested calls ran inline
+}
+
 // Note [Pool chunks]: chunks are claimed dynamically, but their boundaries depend only on the call;
 // back-to-back calls must never let a late worker run a finished call's body (its locals are gone).
 TEST(ThreadPoolTest, ChunksAreFixedByTheCallAndEachRunsOnceAcrossManyCalls) {
