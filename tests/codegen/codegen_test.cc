@@ -621,7 +621,7 @@ TEST(CompiledBackendTest, ReductionWithPrologueEdgeCases) {
 // anywhere in a row, rows of only zeros, and row lengths with and without a tail.
 TEST(CompiledBackendTest, MaxMinLanesInFastMathMatchTheInterpreter) {
   const float nan = std::nanf(""), inf = INFINITY;
-  for (int64_t R : {16, 37, 64, 300}) {  // 8, 16, 32 and 32 lanes (and a tail but for 64)
+  for (int64_t R : {16, 37, 64, 300}) {  // 8, 16, 32 and 32 lanes; a tail for 37 and 300
     const int64_t A = 10;
     std::vector<float> v(static_cast<size_t>(A * R));
     for (int64_t a = 0; a < A; ++a)
