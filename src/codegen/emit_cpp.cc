@@ -511,6 +511,15 @@ bool ScalarRead(const Value* v, const Kernel& k) {
   return v->shape().NumElements() == 1 && PrologueElements(k) != 1;
 }
 
+// An f32 sin or cos: fast in fast mode only with a check of its argument (Note [Checked sin and
+// cos]).
+bool IsF32Trig(const Node& n) {
+  return (n.op() == OpKind::kSin || n.op() == OpKind::kCos) && n.result()->dtype() == DType::kF32;
+}
+bool HasF32Trig(const Kernel& k) {
+  return std::any_of(k.nodes.begin(), k.nodes.end(), [](const Node* n) { return IsF32Trig(*n); });
+}
+
 void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& options, std::string& s) {
   std::unordered_map<const Value*, int> input_index;
   for (size_t j = 0; j < k.inputs.size(); ++j) input_index[k.inputs[j]] = static_cast<int>(j);
@@ -565,53 +574,87 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
     if (it != var.end()) return it->second;
     return load(v, ScalarRead(v, k) ? "0" : "i");
   };
-  int counter = 0;
-  for (const Node* n : k.nodes) {
-    if (n == k.reduce) continue;
-    const Value* r = n->result();
-    std::string e;
-    if (n->op() == OpKind::kBroadcastInDim) {
-      const Value* x = n->operand(0);
-      e = members.count(x->node()) ? operand(x) : load(x, BroadcastIndex(*n, ix));
-    } else if (IsIndexMap(*n)) {
-      e = load(n->operand(0), MappedIndex(*n, ix));  // the operand is never a member (fusion.h)
-    } else if (n->op() == OpKind::kIota) {
-      e = IotaExpr(*n, ix);
-    } else if (n->op() == OpKind::kReshape) {
-      e = operand(n->operand(0));
-    } else {
-      std::vector<std::string> a;
-      for (const Value* v : n->operands()) a.push_back(operand(v));
-      e = Expr(*n, a, options);
+  // Note [Checked sin and cos]: in fast mode a loop kernel's f32 sin and cos are ax_fsin / ax_fcos
+  // (vectorised; 0.5 ulp, but only for |x| <= ~2.1e8), and each iteration ORs into ax_far whether
+  // an argument was beyond 2e8 or NaN. A range with such an argument runs a second loop that
+  // recomputes exactly those elements with the C library's sin and cos, so every element is
+  // right and depends only on its own arguments (not on chunking or threads). The second loop
+  // reads the inputs again: InputsReadAtIndex gives such kernels no in-place outputs. Reductions
+  // keep the library's sin and cos. (GPT-2 124M's init, Box-Muller over 124M parameters, ran
+  // its cos scalar: ~2.4 s of step 0.)
+  const bool checked_trig = !options.exact_math && !options.fast_trig && k.reduce == nullptr && HasF32Trig(k);
+  // mode 0: as options say; 1: fast sin/cos, flagging far arguments; 2: the library's sin/cos,
+  // storing only the elements with a far argument.
+  auto build = [&](int mode) {
+    EmitOptions o = options;
+    if (mode == 1) o.fast_trig = true;
+    var.clear();
+    body.clear();
+    if (mode == 2) body += ind + "bool ax_far_i = false;\n";
+    int counter = 0;
+    for (const Node* n : k.nodes) {
+      if (n == k.reduce) continue;
+      const Value* r = n->result();
+      std::string e;
+      if (n->op() == OpKind::kBroadcastInDim) {
+        const Value* x = n->operand(0);
+        e = members.count(x->node()) ? operand(x) : load(x, BroadcastIndex(*n, ix));
+      } else if (IsIndexMap(*n)) {
+        e = load(n->operand(0), MappedIndex(*n, ix));  // the operand is never a member (fusion.h)
+      } else if (n->op() == OpKind::kIota) {
+        e = IotaExpr(*n, ix);
+      } else if (n->op() == OpKind::kReshape) {
+        e = operand(n->operand(0));
+      } else {
+        std::vector<std::string> a;
+        for (const Value* v : n->operands()) a.push_back(operand(v));
+        e = Expr(*n, a, o);
+        if (mode != 0 && IsF32Trig(*n))
+          body += fmt::format("{}{} |= !(std::fabs({}) <= 2.0e8f);\n", ind, mode == 1 ? "ax_far" : "ax_far_i", a[0]);
+      }
+      const std::string v = fmt::format("v{}", counter++);
+      body += fmt::format("{}const {} {} = {};  // {}\n", ind, CType(r->dtype()), v, e, n->name());
+      var[r] = v;
     }
-    const std::string v = fmt::format("v{}", counter++);
-    body += fmt::format("{}const {} {} = {};  // {}\n", ind, CType(r->dtype()), v, e, n->name());
-    var[r] = v;
-  }
-  // Outputs written at i (a reduction kernel's outputs[0], its reduce, is written per output).
-  for (size_t j = k.reduce ? 1 : 0; j < k.outputs.size(); ++j) {
-    const std::string& v = var.at(k.outputs[j]);
-    if (k.outputs[j]->dtype() == DType::kBool)
-      body += fmt::format("{}out{}[i] = static_cast<uint8_t>({});\n", ind, j, v);
-    else
-      body += fmt::format("{}out{}[i] = {};\n", ind, j, v);
-  }
+    // Outputs written at i (a reduction kernel's outputs[0], its reduce, is written per output).
+    const std::string store_ind = mode == 2 ? ind + "  " : ind;
+    if (mode == 2) body += ind + "if (ax_far_i) {\n";
+    for (size_t j = k.reduce ? 1 : 0; j < k.outputs.size(); ++j) {
+      const std::string& v = var.at(k.outputs[j]);
+      if (k.outputs[j]->dtype() == DType::kBool)
+        body += fmt::format("{}out{}[i] = static_cast<uint8_t>({});\n", store_ind, j, v);
+      else
+        body += fmt::format("{}out{}[i] = {};\n", store_ind, j, v);
+    }
+    if (mode == 2) body += ind + "}\n";
+  };
+  build(checked_trig ? 1 : 0);
   if (k.reduce == nullptr) {
     // No __restrict: an output may alias an input read only at index i (emit_cpp.h). Every
     // iteration reads all its inputs before it stores, and iterations are independent, so ivdep
     // (no loop-carried dependence) lets GCC vectorise without runtime alias checks.
-    if (ix.row == 0) {
+    auto loop = [&] {
+      if (ix.row == 0) {
+        s += "#pragma GCC ivdep\n";
+        s += "  for (int64_t i = begin; i < end; ++i) {\n" + body + "  }\n";
+        return;
+      }
+      const int64_t L = ix.row;
+      s += fmt::format("  for (int64_t r = begin / {0}, j0 = begin % {0}; r * {0} < end; ++r, j0 = 0) {{\n", L);
+      s += fmt::format("    const int64_t j1 = end - r * {0} < {0} ? end - r * {0} : {0};\n", L);
       s += "#pragma GCC ivdep\n";
-      s += "  for (int64_t i = begin; i < end; ++i) {\n" + body + "  }\n}\n";
-      return;
+      s += "    for (int64_t j = j0; j < j1; ++j) {\n";
+      s += fmt::format("      const int64_t i = r * {} + j;\n", L);
+      s += body + "    }\n  }\n";
+    };
+    if (checked_trig) s += "  int ax_far = 0;\n";
+    loop();
+    if (checked_trig) {
+      build(2);
+      s += "  if (!ax_far) return;\n";  // Note [Checked sin and cos]
+      loop();
     }
-    const int64_t L = ix.row;
-    s += fmt::format("  for (int64_t r = begin / {0}, j0 = begin % {0}; r * {0} < end; ++r, j0 = 0) {{\n", L);
-    s += fmt::format("    const int64_t j1 = end - r * {0} < {0} ? end - r * {0} : {0};\n", L);
-    s += "#pragma GCC ivdep\n";
-    s += "    for (int64_t j = j0; j < j1; ++j) {\n";
-    s += fmt::format("      const int64_t i = r * {} + j;\n", L);
-    s += body + "    }\n  }\n}\n";
+    s += "}\n";
     return;
   }
   // A reduction: the interpreter's numerics (cpu_kernels_reduce.cc): accumulate in double from -0
@@ -719,8 +762,10 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
 
 std::vector<bool> InputsReadAtIndex(const Kernel& k) {
   // A reduction kernel reads its inputs at the operand index, not at the output index.
-  std::vector<bool> at_index(k.inputs.size(), k.fused && k.reduce == nullptr);
-  if (!k.fused || k.reduce != nullptr) return at_index;
+  // A kernel with f32 sin or cos may read its inputs again after storing (Note [Checked sin and
+  // cos]): no input is read only at i before its element is written.
+  std::vector<bool> at_index(k.inputs.size(), k.fused && k.reduce == nullptr && !HasF32Trig(k));
+  if (!k.fused || k.reduce != nullptr || HasF32Trig(k)) return at_index;
   std::unordered_map<const Value*, size_t> input_index;
   for (size_t j = 0; j < k.inputs.size(); ++j) input_index[k.inputs[j]] = j;
   std::unordered_set<const Node*> members(k.nodes.begin(), k.nodes.end());

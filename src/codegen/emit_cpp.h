@@ -13,10 +13,13 @@
 // translation unit includes only <cmath> and <cstdint>, and must be compiled with
 // -ffp-contract=off (no fused multiply-add: the interpreter rounds every operation).
 //
-// With EmitOptions::exact_math = false, f32 exp, log, log1p, tanh, logistic and erf (and sin/cos
-// with fast_trig) are instead
+// With EmitOptions::exact_math = false, f32 exp, log, log1p, tanh, logistic and erf are instead
 // branch-free polynomial approximations from the generated prelude (ax_fexp, ...) that GCC
-// vectorises; their accuracy in ulp is in docs/compiler.md. f64 keeps the <cmath> functions.
+// vectorises; their accuracy in ulp is in docs/compiler.md. f32 sin and cos in a loop kernel are
+// ax_fsin / ax_fcos with a check of the argument: the elements with |x| > 2e8 or NaN are
+// recomputed with the C library's (Note [Checked sin and cos] in emit_cpp.cc); in a reduction's
+// prologue they stay the library's (fast_trig: unchecked fast ones everywhere). f64 keeps the
+// <cmath> functions.
 //
 // A reduction kernel (Kernel::reduce) has the same signature, but [begin, end) ranges over the
 // reduce's outputs: a row reduction loops, per output o, over its R operand elements i = o R + r
@@ -53,9 +56,11 @@ struct EmitOptions {
   // false: f32 exp/log/log1p/tanh/logistic/erf/sin/cos as vectorisable approximations
   // (docs/compiler.md).
   bool exact_math = true;
-  // With exact_math = false: f32 sin/cos as the vectorisable ax_fsin/ax_fcos too. Off by default
-  // (the compiled backend leaves it off): they are accurate (0.5 ulp) only for |x| <= ~2.1e8, and
-  // beyond that return a value in [-1, 1] with no accuracy (no Payne-Hanek reduction yet).
+  // With exact_math = false: f32 sin/cos as the vectorisable ax_fsin/ax_fcos everywhere, with no
+  // check of the argument. Off by default (the compiled backend leaves it off): they are accurate
+  // (0.5 ulp) only for |x| <= ~2.1e8, and beyond that return a value in [-1, 1] with no accuracy
+  // (no Payne-Hanek reduction yet). Off, loop kernels still use them where |x| <= 2e8 and the
+  // C library's elsewhere (Note [Checked sin and cos]); tests and benchmarks turn it on.
   bool fast_trig = false;
 };
 

@@ -69,8 +69,8 @@ std::vector<T> RunUnary(OpKind op, const std::vector<T>& xs, bool fast) {
   return std::vector<T>(p, p + n);
 }
 
-// sin/cos are fast only with EmitOptions::fast_trig, which the compiled backend leaves off: run
-// them through EmitCpp and the JIT directly.
+// sin/cos unchecked (EmitOptions::fast_trig; the compiled backend checks their arguments, Note
+// [Checked sin and cos]): run them through EmitCpp and the JIT directly.
 std::vector<float> RunTrig(OpKind op, const std::vector<float>& xs) {
   const int64_t n = static_cast<int64_t>(xs.size());
   ir::Module m("trig");
@@ -215,6 +215,42 @@ TEST(FastMathTest, SpecialValues) {
   EXPECT_TRUE(std::isnan(one(OpKind::kCos, -inf)));
   EXPECT_EQ(one(OpKind::kCos, 0.f), 1.f);
   EXPECT_TRUE(std::signbit(one(OpKind::kSin, -0.f)));
+}
+
+// Note [Checked sin and cos] (emit_cpp.cc): the compiled backend's fast mode runs f32 sin / cos as
+// ax_fsin / ax_fcos where |x| <= 2e8 (bitwise the unchecked fast functions) and recomputes the
+// elements with a farther or NaN argument with the C library's (bitwise std::sin / std::cos), at
+// the start, middle and end of the range, in a vectorised run and its tail. Such a kernel has no
+// in-place outputs (it reads its inputs again after storing).
+TEST(FastMathTest, CheckedSinCosAreExactBeyondTheReductionRange) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> xs;
+  for (int i = 0; i < 1001; ++i) xs.push_back(static_cast<float>(std::sin(i * 0.7) * 50.0));
+  const std::map<size_t, float> far = {{0, 3.0e8f}, {1, -1.0e20f}, {500, 3.4e38f}, {501, inf}, {502, -inf},
+                                       {503, nan}, {998, 2.0000002e8f}, {1000, -7.5e9f}};
+  for (const auto& [i, x] : far) xs[i] = x;
+  xs[700] = 2.0e8f;  // the last argument the fast path takes
+  for (OpKind op : {OpKind::kSin, OpKind::kCos}) {
+    const std::vector<float> got = RunUnary<float>(op, xs, /*fast=*/true);
+    const std::vector<float> fast = RunTrig(op, xs);  // unchecked ax_fsin / ax_fcos
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const float want = far.count(i) ? (op == OpKind::kSin ? std::sin(xs[i]) : std::cos(xs[i])) : fast[i];
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got[i])) << i;
+      } else {
+        EXPECT_EQ(std::memcmp(&want, &got[i], 4), 0) << "op " << static_cast<int>(op) << " at " << xs[i]
+                                                    << ": " << got[i] << " want " << want;
+      }
+    }
+    ir::Module m("trig");
+    Builder b(m.AddFunction("main"));
+    b.Return({b.Unary(op, b.Parameter(0, TensorType(DType::kF32, Shape{1001}), "x"))});
+    const auto ks = codegen::FuseFunction(*m.entry());
+    const std::string src = codegen::EmitCpp(ks, {.exact_math = false}).source;
+    EXPECT_NE(src.find(op == OpKind::kSin ? "ax_fsin(" : "ax_fcos("), std::string::npos) << src;
+    EXPECT_NE(src.find(op == OpKind::kSin ? "std::sin(" : "std::cos("), std::string::npos) << src;
+    EXPECT_EQ(codegen::InputsReadAtIndex(ks[0]), std::vector<bool>{false});
+  }
 }
 
 // f64 keeps the C library in fast mode: bitwise equal to std::.
