@@ -4,8 +4,9 @@
 #   scripts/setup.sh               the build and test dependencies
 #   scripts/setup.sh --with-torch  also Debian's python3-torch (the PyTorch conformance check and
 #                                  bench/; /usr/bin/python3 sees it)
-# It also installs Intel MKL from PyPI when pip can (`pip install --no-deps mkl`: a ~230 MB download, 685 MB installed): the BLAS
-# dot_general prefers (Note [Which BLAS], src/runtime/blas.cc; CMake finds it in the Python prefix).
+# It also installs Intel MKL from PyPI when pip can (`pip install --no-deps mkl`: a ~230 MB
+# download, 685 MB installed): the BLAS dot_general prefers (Note [Which BLAS],
+# src/runtime/blas.cc; CMake finds it in the Python prefix).
 # Without it everything works on OpenBLAS. AXLE_NO_MKL=1 skips it.
 set -euo pipefail
 
