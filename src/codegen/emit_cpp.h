@@ -28,7 +28,10 @@
 // r in [0, R), adds element i = r B + b to accumulator b (so each output still sees its inputs in
 // row order). The prologue is evaluated at i (extra outputs stored there); out[0] is the
 // reduce's result, accumulated in double exactly as the interpreter's reduce (one accumulator per
-// output, no reassociation), so results are bitwise equal to it in exact mode.
+// output, no reassociation), so results are bitwise equal to it in exact mode. A row kernel
+// (Kernel::reduces, emit_rows.cc) ranges over rows: per row, one loop over its elements per level
+// of reductions and one for what follows, each the same operations as the kernels it replaces.
+// Every kernel reads its scalar inputs once, before its loop.
 //
 // Aliasing contract: kernel pointers are not __restrict; the loop carries `#pragma GCC ivdep`
 // and each iteration reads every input element it needs before storing any output. So

@@ -68,7 +68,8 @@ bool ReductionView(const Node& n, int64_t* reduced, bool* column) {
 }  // namespace
 
 int64_t PrologueElements(const Kernel& k) {
-  return k.reduce != nullptr ? k.reduce->operand(0)->shape().NumElements() : k.num_elements;
+  if (k.reduce != nullptr) return k.reduce->operand(0)->shape().NumElements();
+  return IsRowKernel(k) ? k.num_elements * k.reduced : k.num_elements;
 }
 
 bool IsIndexMap(const Node& n) { return n.op() == OpKind::kSlice || n.op() == OpKind::kTranspose; }
@@ -356,6 +357,7 @@ std::vector<Kernel> FuseFunction(const ir::Function& f) {
   std::vector<Kernel> result;
   for (size_t k = 0; k < kernels.size(); ++k)
     if (!merged[k]) result.push_back(std::move(kernels[k]));
+  FuseRows(f, result);
   return result;
 }
 
@@ -365,7 +367,8 @@ std::string DescribeKernel(const Kernel& k) {
   for (const Node* n : k.nodes)
     if (n != k.reduce) names.emplace_back(n->name());
   if (k.reduce != nullptr && names.empty()) return fmt::format("reduce[{}]", k.num_elements);  // no prologue
-  return fmt::format("{}{{{}}}[{}]", k.reduce ? "reduce" : "fused", fmt::join(names, ","), k.num_elements);
+  const char* kind = k.reduce ? "reduce" : IsRowKernel(k) ? "rows" : "fused";
+  return fmt::format("{}{{{}}}[{}]", kind, fmt::join(names, ","), k.num_elements);
 }
 
 std::string DescribeKernels(const std::vector<Kernel>& kernels) {

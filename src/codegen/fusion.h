@@ -32,6 +32,13 @@
 // reduce with no fusible producer (a parameter, a product's result) is a reduction kernel with an
 // empty prologue (`reduce[n]`), which reads its operand directly.
 //
+// Row kernels (Note [Row kernels], row_fusion.cc): a row reduction over [A, R] and the kernels
+// after it that read its result only per row or through a broadcast along the rows (the
+// per-row arithmetic of a mean or an rsqrt, the next row reduction over the same rows, the
+// elementwise kernel that normalizes) become one kernel that loops over the A rows and, per row,
+// runs one loop over the R elements for each reduction and one for the elementwise nodes after
+// the last. A layer norm was 5 kernels (3 passes over [A, R]), a softmax 5, and is now one.
+//
 // Every other node (dot_general, reduce, gather, ...; and elementwise ops on bf16/f16, integer
 // pow) is a kernel of its own that the runtime's per-node executor runs. Parameters and
 // constants are not kernels: they only bind buffers.
@@ -57,7 +64,14 @@ struct Kernel {
   const ir::Node* reduce = nullptr;
   int64_t reduced = 0;
   bool column = false;
+  // A row kernel (reduce is null): its row reductions in order, each over [num_elements, reduced];
+  // its loop runs over num_elements rows. Its other nodes are elementwise over the rows'
+  // num_elements * reduced elements or per row (num_elements elements).
+  std::vector<const ir::Node*> reduces;
 };
+
+// True for a kernel made by row fusion (Kernel::reduces).
+inline bool IsRowKernel(const Kernel& k) { return !k.reduces.empty(); }
 
 // True for nodes a fused kernel can evaluate (op and dtypes).
 bool IsFusible(const ir::Node& n);
@@ -71,8 +85,17 @@ bool IsIndexMap(const ir::Node& n);
 std::vector<Kernel> FuseFunction(const ir::Function& f);
 
 // The elements one iteration range of the kernel's loop covers: num_elements, or for a reduction
-// kernel its operand's element count (the domain the prologue is evaluated over).
+// kernel its operand's element count (the domain the prologue is evaluated over), for a row
+// kernel its rows' elements.
 int64_t PrologueElements(const Kernel& k);
+
+// True when broadcast_in_dim n reads its operand (A elements) at row i / R of its flat output
+// index i (A * R elements): a per-row value broadcast along rows of R.
+bool IsRowBroadcast(const ir::Node& n, int64_t A, int64_t R);
+
+// Note [Row kernels]: merges each row reduction kernel of `kernels` (in execution order) with the
+// later kernels that can join it; called by FuseFunction.
+void FuseRows(const ir::Function& f, std::vector<Kernel>& kernels);
 
 // "3 kernels: fused{add,exp,broadcast_in_dim}[1024], reduce, reduce{mul}[4]" (tests, docs,
 // debug); a reduction kernel lists its prologue and its output count.

@@ -98,8 +98,9 @@ std::unique_ptr<Executable> CompileModule(const ir::Module& module, DiskCache* c
     g.is_copy = kern.inputs.size() == 1 && kern.outputs.size() == 1 &&
                 std::all_of(kern.nodes.begin(), kern.nodes.end(),
                             [](const Node* n) { return n->op() == OpKind::kReshape; });
-    // A reduction kernel's element (one output) is a loop over `reduced` operand elements.
-    if (kern.reduce != nullptr)
+    // A reduction kernel's element (one output) is a loop over `reduced` operand elements; a row
+    // kernel's (one row) is one or more such loops.
+    if (kern.reduce != nullptr || codegen::IsRowKernel(kern))
       g.min_chunk = std::max<int64_t>(1, kParallelElements / std::max<int64_t>(kern.reduced, 1));
     if (kern.reduce != nullptr && kern.column) g.chunks_per_thread = 1;
     if (profile::Enabled())
