@@ -19,6 +19,7 @@
 #include "core/flags.h"
 #include "ir/hash.h"
 #include "ir/verifier.h"
+#include "runtime/thread_pool.h"
 
 namespace axle::detail {
 namespace {
@@ -38,6 +39,27 @@ void UpdateMetrics(F&& f) {
 }
 
 // ---- The execution thread ------------------------------------------------------------------------
+
+// Note [Competing threads] (runtime/thread_pool.h): while a step runs, the host thread counts as
+// competing for the pool's cores, except while it blocks waiting for a result.
+thread_local bool tls_exec_thread = false;
+
+// Marks the calling host thread as blocked (not competing) for its lifetime.
+class HostBlocked {
+ public:
+  HostBlocked() : counted_(!tls_exec_thread) {
+    if (counted_) runtime::ThreadPool::Global().AddCompeting(-1);
+  }
+  ~HostBlocked() {
+    if (counted_) runtime::ThreadPool::Global().AddCompeting(+1);
+  }
+  HostBlocked(const HostBlocked&) = delete;
+  HostBlocked& operator=(const HostBlocked&) = delete;
+
+ private:
+  bool counted_;
+};
+
 struct Job {
   runtime::Executable* exe = nullptr;
   std::vector<std::shared_ptr<AsyncBuffer>> args;
@@ -62,6 +84,7 @@ class Executor {
     if (!thread_.joinable())
       thread_ = std::thread([this] {
         pthread_setname_np(pthread_self(), "axle-exec");  // as perf, top and gdb show it
+        tls_exec_thread = true;
         Loop();
       });
     queue_.push_back(std::move(job));
@@ -71,6 +94,8 @@ class Executor {
 
   void WaitAll() {
     std::unique_lock<std::mutex> lock(mu_);
+    if (finished_ == launched_) return;
+    HostBlocked blocked;
     done_cv_.wait(lock, [&] { return finished_ == launched_; });
   }
 
@@ -85,7 +110,9 @@ class Executor {
         job = std::move(queue_.front());
         queue_.pop_front();
       }
+      runtime::ThreadPool::Global().AddCompeting(+1);  // the host, unless it blocks
       Run(job);
+      runtime::ThreadPool::Global().AddCompeting(-1);
       {
         std::lock_guard<std::mutex> lock(mu_);
         ++finished_;
@@ -307,7 +334,10 @@ void AsyncBuffer::SetSharded(std::shared_ptr<ShardedData> shards) {
 
 const runtime::BufferPtr& AsyncBuffer::Get() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return ready_; });
+  if (!ready_) {
+    HostBlocked blocked;
+    cv_.wait(lock, [&] { return ready_; });
+  }
   if (error_) std::rethrow_exception(error_);
   if (buffer_ == nullptr && sharded_ != nullptr) buffer_ = AssembleShards(*sharded_);
   AXLE_CHECK(buffer_ != nullptr, "a donated buffer was read after its step took it");
@@ -316,7 +346,10 @@ const runtime::BufferPtr& AsyncBuffer::Get() {
 
 runtime::BufferPtr AsyncBuffer::Take() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return ready_; });
+  if (!ready_) {
+    HostBlocked blocked;
+    cv_.wait(lock, [&] { return ready_; });
+  }
   if (error_) std::rethrow_exception(error_);
   if (buffer_ == nullptr && sharded_ != nullptr) buffer_ = AssembleShards(*sharded_);
   sharded_ = nullptr;
@@ -325,14 +358,20 @@ runtime::BufferPtr AsyncBuffer::Take() {
 
 std::shared_ptr<ShardedData> AsyncBuffer::GetSharded() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return ready_; });
+  if (!ready_) {
+    HostBlocked blocked;
+    cv_.wait(lock, [&] { return ready_; });
+  }
   if (error_) std::rethrow_exception(error_);
   return sharded_;
 }
 
 std::shared_ptr<ShardedData> AsyncBuffer::TakeSharded() {
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return ready_; });
+  if (!ready_) {
+    HostBlocked blocked;
+    cv_.wait(lock, [&] { return ready_; });
+  }
   if (error_) std::rethrow_exception(error_);
   if (sharded_ != nullptr) buffer_ = nullptr;
   return std::move(sharded_);

@@ -99,7 +99,8 @@ void ThreadPool::WorkerLoop(int /*index*/) {
   for (;;) {
     const std::function<void(int64_t, int64_t)>* fn;
     int64_t n, chunks;
-    SpinUntil([&] { return generation_.load(std::memory_order_acquire) != seen; }, kWorkerSpinMicros);
+    // Crowded (Note [Competing threads]): sleep at once, leaving the core to the competing thread.
+    SpinUntil([&] { return generation_.load(std::memory_order_acquire) != seen || Crowded(); }, kWorkerSpinMicros);
     {
       std::unique_lock<std::mutex> lock(mu_);
       work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
@@ -117,7 +118,7 @@ void ThreadPool::WorkerLoop(int /*index*/) {
 void ThreadPool::ParallelFor(int64_t n, int64_t min_parallel, const std::function<void(int64_t, int64_t)>& fn,
                              int chunks_per_thread) {
   if (n <= 0) return;
-  if (workers_.empty() || n < min_parallel || n < num_threads() || tls_in_pool_body) {
+  if (workers_.empty() || n < min_parallel || n < num_threads() || tls_in_pool_body || Crowded()) {
     fn(0, n);
     return;
   }

@@ -27,6 +27,18 @@
 // results stay bitwise deterministic. A chunk is at least min_parallel / 2 iterations and there
 // are at most kChunksPerThread per thread. The counter carries the call's generation, so a worker
 // that wakes after its call ended claims nothing of the next one.
+//
+// Note [Competing threads]: a lazy step runs on the execution thread while the host thread traces
+// the next one, so the pool's threads plus the host are three runnable threads on two cores.
+// Whichever of them the kernel leaves waiting, a split call may wait for it: a worker that claimed
+// a chunk and then lost its core holds the caller until it is scheduled again, and the host's
+// tracing (~3 ms a step) landed in the middle of the split calls. GPT-2 small's first kernel of
+// each step (a 256 KB gather, ~20 us alone) took 1.2-1.5 ms a call. So the pool counts the
+// threads outside it that compete for the cores right now (AddCompeting: the lazy executor counts
+// the host while a step runs and the host is not blocked waiting for a result), and while they
+// leave it no more than one core, ParallelFor runs its calls inline and the workers stop spinning.
+// Results do not change: every kernel computes the same values whatever the chunks (the chunks
+// themselves still depend only on the sizes and the thread count).
 #pragma once
 
 #include <atomic>
@@ -68,6 +80,14 @@ class ThreadPool {
   // kernels that ran on one thread from those that used them all).
   int64_t dispatches() const { return dispatches_.load(std::memory_order_relaxed); }
 
+  // Note [Competing threads]: threads outside the pool that now compete for its cores (+1 when
+  // one starts, -1 when it blocks or ends; the count may dip below zero in between).
+  void AddCompeting(int delta) { competing_.fetch_add(delta, std::memory_order_relaxed); }
+  // True when the competing threads leave the pool at most one core.
+  bool Crowded() const {
+    return competing_.load(std::memory_order_relaxed) >= num_threads() - 1 && !workers_.empty();
+  }
+
  private:
   void WorkerLoop(int index);
   void RunChunks(uint32_t gen, const std::function<void(int64_t, int64_t)>* fn, int64_t n, int64_t chunks);
@@ -83,6 +103,7 @@ class ThreadPool {
   std::atomic<uint64_t> ticket_{0};     // (call generation << 32) | next unclaimed chunk
   std::atomic<int64_t> done_{0};        // chunks of the current call finished
   std::atomic<int64_t> dispatches_{0};
+  std::atomic<int> competing_{0};
   std::exception_ptr error_;  // the first exception a worker's chunk threw
   bool stop_ = false;
 };

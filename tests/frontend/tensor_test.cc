@@ -5,6 +5,7 @@
 #include "axle/metrics.h"
 #include "axle/tensor.h"
 #include "core/flags.h"
+#include "runtime/thread_pool.h"
 
 namespace axle {
 namespace {
@@ -115,6 +116,20 @@ TEST_P(TensorTest, SameStepHitsTheCache) {
   EXPECT_EQ(after.compiles, before.compiles);
   EXPECT_EQ(after.cache_hits, before.cache_hits + 1);
   EXPECT_NEAR(v2, std::tanh(7) * 2 + std::tanh(13) * 2, 1e-5);
+}
+
+// Note [Competing threads] (runtime/thread_pool.h): the executor counts the host as competing
+// while a step runs, except while the host blocks on a result; every count is undone, so once
+// the steps are read the pool splits calls again (a leak would leave every later kernel inline).
+TEST_P(TensorTest, StepsLeaveThePoolUncrowded) {
+  Tensor w = F32({1, 2, 3, 4}, {2, 2});
+  for (int i = 0; i < 20; ++i) {
+    Tensor y = (F32({1, 1, 1, 1}, {2, 2}).matmul(w) * static_cast<double>(i)).sum();
+    sync();
+    if (i % 2) y.item();  // blocks (or not, when the step is done already)
+  }
+  wait();
+  EXPECT_FALSE(runtime::ThreadPool::Global().Crowded());
 }
 
 // Note [Trace keys] (lazy.cc): the in-memory cache is looked up by an order-dependent key of the

@@ -300,6 +300,40 @@ TEST(ThreadPoolTest, DispatchesCountOnlySplitCalls) {
   EXPECT_EQ(pool.dispatches(), 1);  // the nested calls ran inline
 }
 
+// Note [Competing threads]: while threads outside the pool leave it one core, calls run inline on
+// the caller (one call over the whole range); the count going back down splits them again.
+TEST(ThreadPoolTest, CallsRunInlineWhileAnotherThreadCompetes) {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  bool other_thread = false;
+  auto body = [&](int64_t b, int64_t e) {
+    std::lock_guard<std::mutex> lock(mu);
+    ranges.push_back({b, e});
+    if (std::this_thread::get_id() != caller) other_thread = true;
+  };
+  EXPECT_FALSE(pool.Crowded());
+  pool.AddCompeting(+1);
+  EXPECT_TRUE(pool.Crowded());
+  pool.ParallelFor(1000, 10, body);
+  EXPECT_EQ(pool.dispatches(), 0);
+  EXPECT_EQ(ranges, (std::vector<std::pair<int64_t, int64_t>>{{0, 1000}}));
+  EXPECT_FALSE(other_thread);
+  pool.AddCompeting(-1);
+  EXPECT_FALSE(pool.Crowded());
+  ranges.clear();
+  pool.ParallelFor(1000, 10, body);
+  EXPECT_EQ(pool.dispatches(), 1);
+  EXPECT_GT(ranges.size(), 1u);
+  pool.AddCompeting(-1);  // a host that blocked with no step running: the count dips below zero
+  EXPECT_FALSE(pool.Crowded());
+  pool.AddCompeting(+1);
+  ThreadPool single(1);  // a pool of one thread is never crowded (it never splits anyway)
+  single.AddCompeting(+1);
+  EXPECT_FALSE(single.Crowded());
+}
+
 // Note [Pool chunks]: chunks are claimed dynamically, but their boundaries depend only on the call;
 // back-to-back calls must never let a late worker run a finished call's body (its locals are gone).
 TEST(ThreadPoolTest, ChunksAreFixedByTheCallAndEachRunsOnceAcrossManyCalls) {
