@@ -8,7 +8,8 @@
 //
 // Buffers. A dying buffer that nothing else references (an intermediate, or a donated argument:
 // a BufferPtr with use_count() == 1 on entry) goes to a per-Execute free list and is reused for
-// a later result of identical type; an elementwise-style kernel may write its result straight
+// a later result of identical type (the intermediates of one run seed the next run's list: Note
+// [Buffers kept between runs]); an elementwise-style kernel may write its result straight
 // into a dying operand of the result's type (in place). Constants and shared arguments are never
 // written. last_stats(): kernels_run, donated_reused (results written into a donated argument's
 // storage, in place or recycled), peak_bytes (peak of the live bytes of node results).
@@ -39,9 +40,12 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <unordered_map>
 
 #include "ir/interpreter.h"
@@ -114,6 +118,19 @@ struct SlotState {
   bool counted = false;   // counted in live bytes (a node result)
 };
 
+// Note [Buffers kept between runs]: bytes all executables keep for their next run, and the most.
+std::atomic<int64_t>& KeptBytes() {
+  static std::atomic<int64_t> bytes{0};
+  return bytes;
+}
+int64_t MaxKeptBytes() {
+  static const int64_t most = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / 8 : int64_t{1} << 30;
+  }();
+  return most;
+}
+
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable(std::unique_ptr<ir::Module> module, std::vector<PlanItem> items,
@@ -123,6 +140,7 @@ class CpuExecutable final : public Executable {
         backend_(backend) {
     Plan(std::move(items));
   }
+  ~CpuExecutable() override { KeptBytes().fetch_sub(kept_bytes_); }
 
   std::vector<BufferPtr> Execute(std::vector<BufferPtr> args) override;
   std::vector<BufferPtr> ExecuteOnDevice(std::vector<BufferPtr> args, const DeviceContext& device,
@@ -164,6 +182,18 @@ class CpuExecutable final : public Executable {
   std::vector<std::string> param_names_;
   bool has_collectives_ = false;
   ExecuteStats stats_;  // of the last Execute (not ExecuteOnDevice)
+  // Note [Buffers kept between runs]: a step runs the same executable again and again; the
+  // intermediates its last run freed (not donated arguments) seed the next run's free list, so
+  // a step reuses last step's memory instead of a malloc and a free per intermediate (and, past
+  // glibc's mmap threshold, fresh pages to fault in). Only from the second run on: a module that
+  // runs once (an init) keeps nothing. A run never holds more than its own peak, and the buffers
+  // are reused before anything new is allocated, so the peak does not grow. All executables
+  // together keep at most an eighth of the machine's memory (KeptBytes): a program that runs many
+  // shapes does not hold every shape's intermediates.
+  std::mutex kept_mu_;
+  std::vector<Free> kept_;
+  int64_t kept_bytes_ = 0;
+  int64_t runs_ = 0;
 };
 
 void CpuExecutable::Plan(std::vector<PlanItem> items) {
@@ -306,6 +336,7 @@ BufferPtr CpuExecutable::Allocate(RunState& rs, const ir::TensorType& type, bool
     }
   }
   donated = false;
+  ++rs.stats.new_buffers;
   return std::make_shared<Literal>(Literal::Uninitialized(type));
 }
 
@@ -408,6 +439,15 @@ std::vector<BufferPtr> CpuExecutable::ExecuteOnDevice(std::vector<BufferPtr> arg
 
 std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState& rs) {
   CheckArguments(args);
+  bool keep = false;
+  {
+    std::lock_guard<std::mutex> lock(kept_mu_);  // Note [Buffers kept between runs]
+    rs.free = std::move(kept_);
+    kept_.clear();
+    KeptBytes().fetch_sub(kept_bytes_);
+    kept_bytes_ = 0;
+    keep = ++runs_ >= 2;
+  }
   std::vector<SlotState> slots(slot_bytes_.size());
   std::vector<bool> donated_arg(args.size());
   for (size_t k = 0; k < args.size(); ++k) donated_arg[k] = args[k].use_count() == 1;
@@ -528,6 +568,19 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
   std::vector<BufferPtr> out;
   out.reserve(result_slots_.size());
   for (int s : result_slots_) out.push_back(slots[static_cast<size_t>(s)].buf);
+  if (keep) {
+    slots.clear();  // drops the last references of intermediates still in slots
+    std::erase_if(rs.free, [](const Free& f) { return f.donated || f.buf.use_count() != 1; });
+    int64_t bytes = 0;
+    for (const Free& f : rs.free) bytes += static_cast<int64_t>(f.buf->bytes().size());
+    std::lock_guard<std::mutex> lock(kept_mu_);
+    if (kept_.empty() && KeptBytes().fetch_add(bytes) + bytes <= MaxKeptBytes()) {
+      kept_ = std::move(rs.free);
+      kept_bytes_ = bytes;
+    } else if (kept_.empty()) {
+      KeptBytes().fetch_sub(bytes);
+    }
+  }
   return out;
 }
 
