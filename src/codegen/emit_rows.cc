@@ -208,7 +208,10 @@ void EmitRowKernel(const Kernel& k, const std::string& name, const EmitOptions& 
     s += fmt::format("  {0}* out{1} = static_cast<{0}*>(out[{1}]);\n", SType(k.outputs[j]->dtype()), j);
   BodyContext c(k);
   s += c.ScalarDecls();
-  for (const auto& [n, b] : buffer) s += fmt::format("  {} rb{}[{}];\n", SType(n->result()->dtype()), b, R);
+  std::vector<const Node*> buffered(buffer.size());  // in buffer order: the source is deterministic
+  for (const auto& [n, b] : buffer) buffered[b] = n;
+  for (size_t b = 0; b < buffered.size(); ++b)
+    s += fmt::format("  {} rb{}[{}];\n", SType(buffered[b]->result()->dtype()), b, R);
   std::vector<Accumulator> acc;
   for (size_t q = 0; q < reduces.size(); ++q) {
     acc.emplace_back(reduces[q], q, R, options);

@@ -40,25 +40,11 @@ void UpdateMetrics(F&& f) {
 
 // ---- The execution thread ------------------------------------------------------------------------
 
-// Note [Competing threads] (runtime/thread_pool.h): while a step runs, the host thread counts as
-// competing for the pool's cores, except while it blocks waiting for a result.
+// Note [Competing threads] (runtime/thread_pool.h): while a step runs the host counts as competing
+// for the pool's cores, except while it blocks on a result (HostBlocked: -1 for the host, 0 for
+// the execution thread's own waits).
 thread_local bool tls_exec_thread = false;
-
-// Marks the calling host thread as blocked (not competing) for its lifetime.
-class HostBlocked {
- public:
-  HostBlocked() : counted_(!tls_exec_thread) {
-    if (counted_) runtime::ThreadPool::Global().AddCompeting(-1);
-  }
-  ~HostBlocked() {
-    if (counted_) runtime::ThreadPool::Global().AddCompeting(+1);
-  }
-  HostBlocked(const HostBlocked&) = delete;
-  HostBlocked& operator=(const HostBlocked&) = delete;
-
- private:
-  bool counted_;
-};
+int HostBlocked() { return tls_exec_thread ? 0 : -1; }
 
 struct Job {
   runtime::Executable* exe = nullptr;
@@ -95,7 +81,7 @@ class Executor {
   void WaitAll() {
     std::unique_lock<std::mutex> lock(mu_);
     if (finished_ == launched_) return;
-    HostBlocked blocked;
+    runtime::CompetingScope blocked(HostBlocked());
     done_cv_.wait(lock, [&] { return finished_ == launched_; });
   }
 
@@ -110,9 +96,10 @@ class Executor {
         job = std::move(queue_.front());
         queue_.pop_front();
       }
-      runtime::ThreadPool::Global().AddCompeting(+1);  // the host, unless it blocks
-      Run(job);
-      runtime::ThreadPool::Global().AddCompeting(-1);
+      {
+        runtime::CompetingScope host(+1);  // the host, unless it blocks
+        Run(job);
+      }
       {
         std::lock_guard<std::mutex> lock(mu_);
         ++finished_;
@@ -335,7 +322,7 @@ void AsyncBuffer::SetSharded(std::shared_ptr<ShardedData> shards) {
 const runtime::BufferPtr& AsyncBuffer::Get() {
   std::unique_lock<std::mutex> lock(mu_);
   if (!ready_) {
-    HostBlocked blocked;
+    runtime::CompetingScope blocked(HostBlocked());
     cv_.wait(lock, [&] { return ready_; });
   }
   if (error_) std::rethrow_exception(error_);
@@ -347,7 +334,7 @@ const runtime::BufferPtr& AsyncBuffer::Get() {
 runtime::BufferPtr AsyncBuffer::Take() {
   std::unique_lock<std::mutex> lock(mu_);
   if (!ready_) {
-    HostBlocked blocked;
+    runtime::CompetingScope blocked(HostBlocked());
     cv_.wait(lock, [&] { return ready_; });
   }
   if (error_) std::rethrow_exception(error_);
@@ -359,7 +346,7 @@ runtime::BufferPtr AsyncBuffer::Take() {
 std::shared_ptr<ShardedData> AsyncBuffer::GetSharded() {
   std::unique_lock<std::mutex> lock(mu_);
   if (!ready_) {
-    HostBlocked blocked;
+    runtime::CompetingScope blocked(HostBlocked());
     cv_.wait(lock, [&] { return ready_; });
   }
   if (error_) std::rethrow_exception(error_);
@@ -369,7 +356,7 @@ std::shared_ptr<ShardedData> AsyncBuffer::GetSharded() {
 std::shared_ptr<ShardedData> AsyncBuffer::TakeSharded() {
   std::unique_lock<std::mutex> lock(mu_);
   if (!ready_) {
-    HostBlocked blocked;
+    runtime::CompetingScope blocked(HostBlocked());
     cv_.wait(lock, [&] { return ready_; });
   }
   if (error_) std::rethrow_exception(error_);

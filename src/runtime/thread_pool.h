@@ -108,6 +108,18 @@ class ThreadPool {
   bool stop_ = false;
 };
 
+// Note [Competing threads]: adds `delta` to the global pool's competing count for its lifetime.
+class CompetingScope {
+ public:
+  explicit CompetingScope(int delta) : delta_(delta) { ThreadPool::Global().AddCompeting(delta_); }
+  ~CompetingScope() { ThreadPool::Global().AddCompeting(-delta_); }
+  CompetingScope(const CompetingScope&) = delete;
+  CompetingScope& operator=(const CompetingScope&) = delete;
+
+ private:
+  int delta_;
+};
+
 // Elements above which the kernels split loops over the pool.
 inline constexpr int64_t kParallelElements = 32 * 1024;
 

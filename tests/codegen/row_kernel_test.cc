@@ -143,6 +143,27 @@ TEST(RowKernelTest, SoftmaxIsOneKernelWithARowBuffer) {
   }
 }
 
+// The source depends only on the graph (it keys the disk cache): two row buffers are declared in
+// the same order whatever the nodes' addresses.
+TEST(RowKernelTest, SourceIsTheSameForEveryBuild) {
+  auto source = [] {
+    const Shape s{32, 48};
+    ir::Module m("two_buffers");
+    Builder b(m.AddFunction("main"));
+    Value* x = b.Parameter(0, F32(s), "x");
+    Value* e = b.Unary(OpKind::kExp, b.Sub(x, Bcast(b, b.Reduce(x, ReduceKind::kMax, {1}), s, {0})));
+    Value* t = b.Unary(OpKind::kTanh, b.Mul(e, x));
+    Value* sum = Bcast(b, b.Reduce(b.Add(e, t), ReduceKind::kSum, {1}), s, {0});
+    b.Return({b.Add(b.Div(e, sum), b.Div(t, sum))});
+    const std::vector<codegen::Kernel> ks = Fuse(m);
+    EXPECT_EQ(ks.size(), 1u) << codegen::DescribeKernels(ks);
+    return codegen::EmitCpp(ks, codegen::EmitOptions{}).source;
+  };
+  const std::string first = source();
+  EXPECT_NE(first.find("rb1["), std::string::npos) << first;  // exp and tanh both kept
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(source(), first);
+}
+
 // Layer norm's forward and backward (autodiff's graph): each direction's row reductions and
 // their per-row arithmetic become row kernels; the column sums (dgain, dbias) stay reductions.
 TEST(RowKernelTest, LayerNormBackwardMatchesTheInterpreter) {
