@@ -46,6 +46,7 @@ using ir::TensorType;
 using ir::Value;
 using runtime::BufferPtr;
 using runtime::testutil::Buffers;
+using runtime::testutil::FastMathScope;
 using runtime::testutil::RandomLiteral;
 
 TensorType F32(Shape s) { return TensorType(DType::kF32, std::move(s)); }
@@ -89,13 +90,6 @@ struct TempDir {
   ~TempDir() { std::filesystem::remove_all(path); }
 };
 
-// Scoped flags::fast_math: the bitwise comparisons with the interpreter need exact_math (the
-// default is fast math).
-struct FastMathScope {
-  bool saved = flags::fast_math();
-  explicit FastMathScope(bool on) { flags::set_fast_math(on); }
-  ~FastMathScope() { flags::set_fast_math(saved); }
-};
 
 // gelu (tanh approximation) of x: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 Value* GeluTanh(Builder& b, Value* x) {

@@ -29,6 +29,7 @@
 #include "ir/builder.h"
 #include "runtime/backend.h"
 #include "runtime/compiled_backend.h"
+#include "../runtime/runtime_test_util.h"
 
 namespace axle {
 namespace {
@@ -39,11 +40,7 @@ using ir::OpKind;
 using ir::TensorType;
 using ir::Value;
 
-struct FastMathScope {
-  bool saved = flags::fast_math();
-  explicit FastMathScope(bool on) { flags::set_fast_math(on); }
-  ~FastMathScope() { flags::set_fast_math(saved); }
-};
+using runtime::testutil::FastMathScope;
 
 float Bits(uint32_t b) {
   float f;

@@ -28,13 +28,8 @@ using ir::TensorType;
 using ir::Value;
 using runtime::BufferPtr;
 using runtime::testutil::Buffers;
+using runtime::testutil::FastMathScope;
 using runtime::testutil::RandomLiteral;
-
-struct FastMathScope {
-  bool saved = flags::fast_math();
-  explicit FastMathScope(bool on) { flags::set_fast_math(on); }
-  ~FastMathScope() { flags::set_fast_math(saved); }
-};
 
 std::vector<codegen::Kernel> Fuse(ir::Module& m) {
   passes::RunDefaultPipeline(m);
@@ -93,14 +88,17 @@ Value* LayerNorm(Builder& b, Value* x, Value* g, Value* beta) {
   return b.Add(b.Mul(y, Bcast(b, g, s, {1})), Bcast(b, beta, s, {1}));
 }
 
+// Parameters x [A, R], gain and bias [R]; returns layer_norm(x).
+Value* LayerNormOfParameters(Builder& b, int64_t A, int64_t R) {
+  Value* x = b.Parameter(0, F32({A, R}), "x");
+  return LayerNorm(b, x, b.Parameter(1, F32({R}), "gain"), b.Parameter(2, F32({R}), "bias"));
+}
+
 TEST(RowKernelTest, LayerNormIsOneKernel) {
   const int64_t A = 64, R = 128;
   ir::Module m("layer_norm");
   Builder b(m.AddFunction("main"));
-  Value* x = b.Parameter(0, F32({A, R}), "x");
-  Value* g = b.Parameter(1, F32({R}), "gain");
-  Value* beta = b.Parameter(2, F32({R}), "bias");
-  b.Return({LayerNorm(b, x, g, beta)});
+  b.Return({LayerNormOfParameters(b, A, R)});
   const std::vector<codegen::Kernel> ks = Fuse(m);
   // 5 kernels before row fusion: the mean's reduce, the mean, the variance's reduce, the rsqrt,
   // the normalize.
@@ -170,11 +168,8 @@ TEST(RowKernelTest, LayerNormBackwardMatchesTheInterpreter) {
   const int64_t A = 64, R = 96;
   ir::Module m("layer_norm_step");
   Builder b(m.AddFunction("main"));
-  Value* x = b.Parameter(0, F32({A, R}), "x");
-  Value* g = b.Parameter(1, F32({R}), "gain");
-  Value* beta = b.Parameter(2, F32({R}), "bias");
-  Value* dy = b.Parameter(3, F32({A, R}), "dy");
-  b.Return({b.Reduce(b.Mul(LayerNorm(b, x, g, beta), dy), ReduceKind::kSum, {0, 1})});
+  Value* y = LayerNormOfParameters(b, A, R);
+  b.Return({b.Reduce(b.Mul(y, b.Parameter(3, F32({A, R}), "dy")), ReduceKind::kSum, {0, 1})});
   std::unique_ptr<ir::Module> grad = autodiff::GradModule(m, 0, {0, 1, 2});
   std::unique_ptr<ir::Module> fused = grad->Clone();
   const std::vector<codegen::Kernel> ks = Fuse(*fused);

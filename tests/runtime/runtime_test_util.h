@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/flags.h"
 #include "ir/literal.h"
 #include "runtime/backend.h"
 
@@ -39,6 +40,14 @@ inline std::vector<double> RandomValues(int64_t n, uint64_t seed) {
   }
   return v;
 }
+
+// Scoped flags::fast_math: the bitwise comparisons with the interpreter need exact math (the
+// default is fast math).
+struct FastMathScope {
+  bool saved = flags::fast_math();
+  explicit FastMathScope(bool on) { flags::set_fast_math(on); }
+  ~FastMathScope() { flags::set_fast_math(saved); }
+};
 
 inline ir::Literal RandomLiteral(DType t, Shape shape, uint64_t seed) {
   int64_t n = 1;
