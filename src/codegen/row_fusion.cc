@@ -35,12 +35,6 @@ using ir::Value;
 // Fewer rows than this stay separate kernels: rows are a row kernel's only parallelism.
 constexpr int64_t kMinRows = 16;
 
-std::vector<int64_t> Strides(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> st(dims.size(), 1);
-  for (size_t d = dims.size(); d-- > 1;) st[d - 1] = st[d] * dims[d];
-  return st;
-}
-
 }  // namespace
 
 // Every dim of the operand larger than 1 maps onto an output dim of the same extent whose stride
@@ -52,7 +46,7 @@ bool IsRowBroadcast(const Node& n, int64_t A, int64_t R) {
   const std::vector<int64_t>& out = n.result()->shape().dims();
   const std::vector<int64_t>& in = n.operand(0)->shape().dims();
   const std::vector<int64_t>& dims = n.attrs_as<ir::BroadcastInDimAttrs>().dims;
-  const std::vector<int64_t> os = Strides(out), is = Strides(in);
+  const std::vector<int64_t> os = n.result()->shape().Strides(), is = n.operand(0)->shape().Strides();
   for (size_t k = 0; k < in.size(); ++k) {
     if (in[k] == 1) continue;
     const size_t od = static_cast<size_t>(dims[k]);

@@ -574,11 +574,13 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
     int64_t bytes = 0;
     for (const Free& f : rs.free) bytes += static_cast<int64_t>(f.buf->bytes().size());
     std::lock_guard<std::mutex> lock(kept_mu_);
-    if (kept_.empty() && KeptBytes().fetch_add(bytes) + bytes <= MaxKeptBytes()) {
-      kept_ = std::move(rs.free);
-      kept_bytes_ = bytes;
-    } else if (kept_.empty()) {
-      KeptBytes().fetch_sub(bytes);
+    if (kept_.empty()) {  // else another device's run of this executable kept its own
+      if (KeptBytes().fetch_add(bytes) + bytes <= MaxKeptBytes()) {
+        kept_ = std::move(rs.free);
+        kept_bytes_ = bytes;
+      } else {
+        KeptBytes().fetch_sub(bytes);
+      }
     }
   }
   return out;
