@@ -136,6 +136,7 @@ axle_tps=""
 torch_tps="$(median <<<"$torch_all")"
 ratio="$(median <<<"$ratio_all")"
 axle_blas="$(sed -n 's/^blas: //p' "$TMP/axle.out" 2>/dev/null | head -1)"
+axle_malloc="$(sed -n 's/^malloc: //p' "$TMP/axle.out" 2>/dev/null | head -1)"
 
 jax_tps=""
 if [[ "$JAX_PYTHON" == none ]]; then
@@ -198,6 +199,7 @@ printf '%-26s %14s\n' "" "tokens/s"
 printf '%-26s %14s   %s\n' "axle train" "${axle_tps%% *}" "$(roof "${axle_tps%% *}")"
 [[ -n "$axle_tps" ]] && printf '%-26s %14s\n' "  (compile, s)" "${axle_tps##* }"
 [[ -n "$axle_blas" ]] && printf '%-26s %s\n' "  (blas)" "$axle_blas"
+[[ -n "$axle_malloc" ]] && printf '%-26s %s\n' "  (malloc)" "$axle_malloc"
 printf '%-26s %14s   %s\n' "pytorch eager ($TORCH_THREADS thr)" "$torch_tps" "$(roof "$torch_tps")"
 if [[ -n "$torch_mkl_all" ]]; then
   printf '%-26s %14s\n' "  (openblas)" "$(median <<<"$torch_ob_all")"

@@ -15,6 +15,7 @@ packages=(
   libgtest-dev                                   # tests
   libfmt-dev nlohmann-json3-dev libxxhash-dev libcli11-dev
   libopenblas-dev                                # BLAS for dot_general on the CPU
+  libtcmalloc-minimal4                           # the axle tool's allocator (optional)
   python3-numpy                                  # golden-value scripts and the example check
 )
 [ "${1:-}" = "--with-torch" ] && packages+=(python3-torch)

@@ -1,6 +1,7 @@
 // The training loop of `axle train` (trainer.h).
 #include "train/trainer.h"
 
+#include <dlfcn.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -30,6 +31,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The allocator this process runs on: tcmalloc when the axle tool was linked with it or it was
+// preloaded (Note [The tool's allocator], CMakeLists.txt), else the C library's.
+std::string Allocator() {
+  using Version = const char* (*)(int*, int*, const char**);
+  if (auto v = reinterpret_cast<Version>(::dlsym(RTLD_DEFAULT, "tc_version"))) return fmt::format("tcmalloc ({})", v(nullptr, nullptr, nullptr));
+  return "the C library's malloc";
+}
 
 void Validate(const TrainOptions& o) {
   if (o.model != "gpt2") Fail("--model {}: the only model is gpt2", o.model);
@@ -217,6 +226,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
     const runtime::cpu::BlasLibrary& blas = runtime::cpu::Blas();
     out << fmt::format("blas: {}, {}\n", blas.name, blas.detail);
   }
+  out << fmt::format("malloc: {}\n", Allocator());
   if (mesh)
     out << fmt::format("mesh {} on {} virtual CPU devices: {:.2f} MB of parameters and {:.2f} MB of optimizer "
                        "state per device\n",
