@@ -122,7 +122,7 @@ const std::vector<Fn>& Functions() {
       {"exp", OpKind::kExp, [](double x) { return std::exp(x); }, -104.f, 89.f, 1.0},
       {"log", OpKind::kLog, [](double x) { return std::log(x); }, 0.f, 16.f, 1.0},
       {"log1p", OpKind::kLog1p, [](double x) { return std::log1p(x); }, -1.f, 16.f, 1.5},
-      {"tanh", OpKind::kTanh, [](double x) { return std::tanh(x); }, -10.f, 10.f, 1.5},
+      {"tanh", OpKind::kTanh, [](double x) { return std::tanh(x); }, -10.f, 10.f, 5.0},
       {"logistic", OpKind::kLogistic, Logistic, -105.f, 20.f, 2.5},
       {"erf", OpKind::kErf, [](double x) { return std::erf(x); }, -5.f, 5.f, 8.0},
       {"sin", OpKind::kSin, [](double x) { return std::sin(x); }, -1e4f, 1e4f, 1.0, 2e8},
