@@ -42,6 +42,7 @@ struct ExecuteStats {
   int64_t peak_bytes = 0;       // peak bytes of live intermediate buffers
   int64_t fallback_kernels = 0; // of kernels_run, those run by the reference interpreter's kernel
   int64_t new_buffers = 0;      // intermediates and results in memory allocated by this run
+  int64_t products_paired = 0;  // products run side by side with another (Note [Products side by side])
 };
 
 // How an executable came to be (the frontend's metrics count compiles and disk hits apart).

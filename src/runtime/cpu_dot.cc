@@ -73,7 +73,12 @@ constexpr int64_t kBlockElements = int64_t{1} << 21;     // above this per threa
 
 int64_t RoundUp16(int64_t x) { return (x + 15) / 16 * 16; }
 
+thread_local bool tls_one_thread = false;  // ProductsOnOneThread
+
 }  // namespace
+
+ProductsOnOneThread::ProductsOnOneThread() : previous_(tls_one_thread) { tls_one_thread = true; }
+ProductsOnOneThread::~ProductsOnOneThread() { tls_one_thread = previous_; }
 
 DotTiles DotTiling(int64_t M, int64_t N, int64_t K, int threads) {
   DotTiles t;
@@ -293,18 +298,23 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
     SetBlasThreads(1);
     const BlasLibrary& lib = Blas();
     const int64_t lda = a.ld, ldb = b.ld;
-    const int threads = ThreadPool::Global().num_threads();
+    const bool alone = tls_one_thread;
+    const int threads = alone ? 1 : ThreadPool::Global().num_threads();
     std::atomic<bool> finite{true};
     auto check = [&](const T* block, int64_t rows, int64_t cols) {
       if (!BlockFinite(block, rows, cols, N)) finite.store(false, std::memory_order_relaxed);
     };
     if (B >= threads || M * N * K < kSplitMacs || threads == 1) {
-      ThreadPool::Global().ParallelFor(B, B * M * N * K >= kSplitMacs ? 1 : B + 1, [&](int64_t lo, int64_t hi) {
+      auto items = [&](int64_t lo, int64_t hi) {
         for (int64_t i = lo; i < hi; ++i) {
           Gemm(lib, a.trans, b.trans, M, N, K, a.at(i), lda, b.at(i), ldb, c + i * M * N, N);
           check(c + i * M * N, M, N);
         }
-      });
+      };
+      if (alone)
+        items(0, B);
+      else
+        ThreadPool::Global().ParallelFor(B, B * M * N * K >= kSplitMacs ? 1 : B + 1, items);
     } else {
       // Few large products: each one is cut into tiles of C (Note [Product tiles]).
       const DotTiles tiles = DotTiling(M, N, K, threads);

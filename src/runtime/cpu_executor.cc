@@ -55,6 +55,33 @@
 #include "runtime/thread_pool.h"
 
 namespace axle::runtime {
+
+void RunCollectiveNode(const ir::Node& n, const DeviceContext& device, const ir::Literal& in, ir::Literal& out) {
+  Communicator& comm = *device.comm;
+  const int d = device.device;
+  switch (n.op()) {
+    case ir::OpKind::kAllReduce: {
+      const auto& a = n.attrs_as<ir::AllReduceAttrs>();
+      return comm.AllReduce(d, in, out, a.kind, a.groups);
+    }
+    case ir::OpKind::kAllGather: {
+      const auto& a = n.attrs_as<ir::AllGatherAttrs>();
+      return comm.AllGather(d, in, out, a.dim, a.groups);
+    }
+    case ir::OpKind::kReduceScatter: {
+      const auto& a = n.attrs_as<ir::ReduceScatterAttrs>();
+      return comm.ReduceScatter(d, in, out, a.kind, a.dim, a.groups);
+    }
+    case ir::OpKind::kAllToAll: {
+      const auto& a = n.attrs_as<ir::AllToAllAttrs>();
+      return comm.AllToAll(d, in, out, a.split_dim, a.concat_dim, a.groups);
+    }
+    case ir::OpKind::kCollectivePermute:
+      return comm.CollectivePermute(d, in, out, n.attrs_as<ir::CollectivePermuteAttrs>().pairs);
+    default: Fail("internal error: {} is not a collective", n.name());
+  }
+}
+
 namespace {
 
 using ir::Literal;
@@ -69,33 +96,6 @@ std::string DescribeNode(const Node& n, size_t pos) {
   return fmt::format("node #{} ({}{})", pos, n.name(), names.empty() ? "" : " ->" + names);
 }
 
-// Runs collective node `n` of this device through its communicator into `out` (of the result type).
-void RunCollectiveNode(const Node& n, const DeviceContext& device, const Literal& in, Literal& out) {
-  Communicator& comm = *device.comm;
-  const int d = device.device;
-  switch (n.op()) {
-    case OpKind::kAllReduce: {
-      const auto& a = n.attrs_as<ir::AllReduceAttrs>();
-      return comm.AllReduce(d, in, out, a.kind, a.groups);
-    }
-    case OpKind::kAllGather: {
-      const auto& a = n.attrs_as<ir::AllGatherAttrs>();
-      return comm.AllGather(d, in, out, a.dim, a.groups);
-    }
-    case OpKind::kReduceScatter: {
-      const auto& a = n.attrs_as<ir::ReduceScatterAttrs>();
-      return comm.ReduceScatter(d, in, out, a.kind, a.dim, a.groups);
-    }
-    case OpKind::kAllToAll: {
-      const auto& a = n.attrs_as<ir::AllToAllAttrs>();
-      return comm.AllToAll(d, in, out, a.split_dim, a.concat_dim, a.groups);
-    }
-    case OpKind::kCollectivePermute:
-      return comm.CollectivePermute(d, in, out, n.attrs_as<ir::CollectivePermuteAttrs>().pairs);
-    default: Fail("internal error: {} is not a collective", n.name());
-  }
-}
-
 struct Step {
   const Node* node = nullptr;  // kGenerated: the kernel's first node (error locations)
   size_t pos = 0;              // position in the function (errors) ...
@@ -108,6 +108,7 @@ struct Step {
   std::vector<int> release;   // slots whose last use is this step (deduplicated)
   int64_t param_index = 0;
   std::shared_ptr<const Literal> constant;
+  bool pair_next = false;  // Note [Products side by side]: runs beside the next step
   std::string label;  // AXLE_PROFILE only
 };
 
@@ -165,6 +166,7 @@ class CpuExecutable final : public Executable {
   std::vector<BufferPtr> Run(std::vector<BufferPtr> args, RunState& rs);
   void RunGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots);
   void RunCollective(RunState& rs, const Step& st, std::vector<SlotState>& slots);
+  void RunPair(RunState& rs, const Step& a, const Step& b, std::vector<SlotState>& slots);
   void CheckArguments(const std::vector<BufferPtr>& args) const;
   void Release(RunState& rs, std::vector<SlotState>& slots, int s);
   BufferPtr Allocate(RunState& rs, const ir::TensorType& type, bool& donated);
@@ -195,6 +197,48 @@ class CpuExecutable final : public Executable {
   int64_t kept_bytes_ = 0;
   int64_t runs_ = 0;
 };
+
+// Note [Products side by side]
+// A backward pass computes each linear layer's two gradient products, dx = dy w^T and
+// dw = x^T dy, one after the other; they read the same dy, neither reads the other, and they
+// have the same multiply-adds. Split over two threads, each product is cut into two tiles that
+// each pack their panels again, and the caller waits for the slower half; run side by side, one
+// whole product per thread, neither happens (GPT-2 small's MLP pair, hot, in a C harness on
+// MKL: 730-940 us split against 600-610 side by side). So with a pool of two threads, two
+// consecutive products of at least kPairMacs multiply-adds each, within 2x of each other, of
+// which the second does not read the first, run as one pool call of two items, each product one
+// BLAS call per batch item on its thread (cpu::ProductsOnOneThread). A pair is fixed when the
+// executable is built and each product is computed by the same calls whichever thread (or, when
+// the pool is crowded, the caller alone) runs it, so the bits do not depend on the schedule.
+constexpr int64_t kPairMacs = int64_t{1} << 20;
+
+int64_t ProductMacs(const Node& n) {
+  const auto& d = n.attrs_as<ir::DotGeneralAttrs>();
+  int64_t k = 1;
+  for (int64_t c : d.lhs_contracting) k *= n.operand(0)->shape().dim(c);
+  return n.result()->shape().NumElements() * k;
+}
+
+void MarkPairs(std::vector<Step>& steps) {
+  if (ThreadPool::Global().num_threads() != 2) return;
+  auto product = [](const Step& st) {
+    return st.kind == Step::kKernel && st.kernel.fn && !st.kernel.in_place && st.node->op() == OpKind::kDotGeneral &&
+           ProductMacs(*st.node) >= kPairMacs;
+  };
+  for (size_t k = 0; k + 1 < steps.size(); ++k) {
+    Step& a = steps[k];
+    const Step& b = steps[k + 1];
+    if (!product(a) || !product(b)) continue;
+    const int64_t ma = ProductMacs(*a.node), mb = ProductMacs(*b.node);
+    if (std::max(ma, mb) > 2 * std::min(ma, mb)) continue;
+    const bool reads_a = std::any_of(b.operands.begin(), b.operands.end(), [&](int s) {
+      return std::find(a.results.begin(), a.results.end(), s) != a.results.end();
+    });
+    if (reads_a) continue;
+    a.pair_next = true;
+    ++k;  // b is taken
+  }
+}
 
 void CpuExecutable::Plan(std::vector<PlanItem> items) {
   f_ = module_->entry();
@@ -300,6 +344,7 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
     for (int s : st.operands) add(s);
     for (int s : st.results) add(s);
   }
+  MarkPairs(steps_);
 }
 
 void CpuExecutable::CheckArguments(const std::vector<BufferPtr>& args) const {
@@ -389,6 +434,60 @@ void CpuExecutable::RunGenerated(RunState& rs, const Step& st, std::vector<SlotS
   }
 }
 
+// Note [Products side by side]: two products (kernels of one result, not in place), one per thread.
+void CpuExecutable::RunPair(RunState& rs, const Step& a, const Step& b, std::vector<SlotState>& slots) {
+  const Step* st[2] = {&a, &b};
+  std::vector<const Literal*> ops[2];
+  BufferPtr out[2];
+  bool donated[2] = {false, false}, done[2] = {false, false};
+  double secs[2] = {0, 0};
+  std::exception_ptr error[2];
+  for (int i = 0; i < 2; ++i) {
+    for (int s : st[i]->operands) ops[i].push_back(slots[static_cast<size_t>(s)].buf.get());
+    out[i] = Allocate(rs, st[i]->node->result()->type(), donated[i]);
+  }
+  ThreadPool::Global().ParallelFor(2, 1, [&](int64_t lo, int64_t hi) {
+    cpu::ProductsOnOneThread alone;
+    for (int64_t i = lo; i < hi; ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        done[i] = st[i]->kernel.fn(*st[i]->node, ops[i], *out[i]);
+      } catch (...) {
+        error[i] = std::current_exception();
+      }
+      secs[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  }, 1);
+  for (int i = 0; i < 2; ++i) {
+    const Step& s = *st[i];
+    ++rs.stats.kernels_run;
+    ++rs.stats.products_paired;
+    try {
+      if (error[i]) std::rethrow_exception(error[i]);
+      SlotState& r = slots[static_cast<size_t>(s.results[0])];
+      if (done[i]) {
+        if (donated[i]) ++rs.stats.donated_reused;
+        r.buf = std::move(out[i]);
+        r.donated = donated[i];
+      } else {
+        ++rs.stats.fallback_kernels;
+        r.buf = std::make_shared<Literal>(std::move(ir::EvaluateNode(*s.node, ops[i], rs.device.device)[0]));
+      }
+      r.writable = true;
+      r.counted = true;
+    } catch (const Error& e) {
+      throw Error(s.node->loc(), fmt::format("@{}: {}: {}", f_->name(), DescribeNode(*s.node, s.pos), e.message()));
+    }
+    rs.live_bytes += slot_bytes_[static_cast<size_t>(s.results[0])];
+    rs.stats.peak_bytes = std::max(rs.stats.peak_bytes, rs.live_bytes);
+    if (!s.label.empty())
+      profile::Record(s.label, secs[i],
+                      slot_bytes_[static_cast<size_t>(s.operands[0])] + slot_bytes_[static_cast<size_t>(s.operands[1])] +
+                          slot_bytes_[static_cast<size_t>(s.results[0])],
+                      false);
+  }
+}
+
 // A collective: the result goes to a fresh or recycled buffer (never an operand's storage: the
 // group's peers read the operand while this device writes its result).
 void CpuExecutable::RunCollective(RunState& rs, const Step& st, std::vector<SlotState>& slots) {
@@ -452,7 +551,15 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
   std::vector<bool> donated_arg(args.size());
   for (size_t k = 0; k < args.size(); ++k) donated_arg[k] = args[k].use_count() == 1;
   std::vector<const Literal*> ops;
-  for (const Step& st : steps_) {
+  for (size_t k = 0; k < steps_.size(); ++k) {
+    const Step& st = steps_[k];
+    if (st.pair_next) {
+      const Step& next = steps_[++k];
+      RunPair(rs, st, next, slots);
+      for (int s : st.release) Release(rs, slots, s);
+      for (int s : next.release) Release(rs, slots, s);
+      continue;
+    }
     const Node& n = *st.node;
     ops.clear();
     for (int s : st.operands) ops.push_back(slots[static_cast<size_t>(s)].buf.get());
@@ -480,6 +587,7 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
       case Step::kGenerated: {
         ++rs.stats.kernels_run;
         const auto t0 = st.label.empty() ? std::chrono::steady_clock::time_point{} : std::chrono::steady_clock::now();
+        const int64_t splits = st.label.empty() ? 0 : ThreadPool::Global().dispatches();
         RunGenerated(rs, st, slots);
         int64_t bytes = 0;
         for (int s : st.results) {
@@ -490,7 +598,8 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
         rs.stats.peak_bytes = std::max(rs.stats.peak_bytes, rs.live_bytes);
         if (!st.label.empty()) {
           for (int s : st.operands) bytes += slot_bytes_[static_cast<size_t>(s)];
-          profile::Record(st.label, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), bytes);
+          profile::Record(st.label, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), bytes,
+                          ThreadPool::Global().dispatches() != splits);
         }
         break;
       }
@@ -598,119 +707,6 @@ class CpuBackendImpl final : public Backend {
   }
 };
 
-// The oracle: runs ir::Evaluate on copies of the arguments.
-class InterpreterExecutable final : public Executable {
- public:
-  explicit InterpreterExecutable(const ir::Module& module) : module_(module.Clone()) {
-    if (module_->entry() == nullptr) Fail("interpreter backend: module @{} has no entry function", module_->name());
-  }
-  std::vector<BufferPtr> Execute(std::vector<BufferPtr> args) override {
-    if (module_->num_replicas() != 1)
-      Fail("@{}: module @{} is partitioned for {} replicas: run it on {} devices with runtime::ReplicatedExecutable "
-           "(devices.h), not with Execute",
-           module_->entry()->name(), module_->name(), module_->num_replicas(), module_->num_replicas());
-    std::vector<Literal> in;
-    in.reserve(args.size());
-    for (size_t k = 0; k < args.size(); ++k) {
-      if (!args[k]) Fail("@{}: argument {} is null", module_->entry()->name(), k);
-      in.push_back(*args[k]);
-    }
-    args.clear();
-    std::vector<Literal> res = ir::Evaluate(*module_->entry(), in);
-    std::vector<BufferPtr> out;
-    for (Literal& l : res) out.push_back(std::make_shared<Literal>(std::move(l)));
-    stats_.kernels_run = 0;
-    for (const auto& n : module_->entry()->nodes())
-      if (n->op() != OpKind::kParameter && n->op() != OpKind::kConstant) ++stats_.kernels_run;
-    return out;
-  }
-  ExecuteStats last_stats() const override { return stats_; }
-
-  // One device of a replicated step: the interpreter's kernel of each node (ir::EvaluateNode, with
-  // the device as replica), collectives through the communicator.
-  std::vector<BufferPtr> ExecuteOnDevice(std::vector<BufferPtr> args, const DeviceContext& device,
-                                         ExecuteStats* stats) override {
-    const ir::Function& f = *module_->entry();
-    if (device.comm == nullptr) Fail("@{}: ExecuteOnDevice without a communicator", f.name());
-    if (device.comm->num_devices() != module_->num_replicas())
-      Fail("@{}: module @{} is partitioned for {} replicas but runs on {} devices", f.name(), module_->name(),
-           module_->num_replicas(), device.comm->num_devices());
-    const std::vector<Node*> params = f.Parameters();
-    if (args.size() != params.size()) Fail("@{}: expected {} arguments, got {}", f.name(), params.size(), args.size());
-    std::unordered_map<const Value*, size_t> last_use;
-    for (size_t pos = 0; pos < f.nodes().size(); ++pos)
-      for (const Value* v : f.nodes()[pos]->operands()) last_use[v] = pos;
-    std::unordered_map<const Value*, BufferPtr> values;
-    ExecuteStats st;
-    std::vector<const Literal*> ops;
-    for (size_t pos = 0; pos < f.nodes().size(); ++pos) {
-      const Node& n = *f.nodes()[pos];
-      ops.clear();
-      for (const Value* v : n.operands()) ops.push_back(values.at(v).get());
-      std::vector<BufferPtr> res;
-      try {
-        switch (n.op()) {
-          case OpKind::kParameter: {
-            const size_t k = static_cast<size_t>(n.attrs_as<ir::ParameterAttrs>().index);
-            if (k >= args.size() || !args[k] || args[k]->type() != n.result()->type())
-              Fail("argument {} has type {}, but the parameter expects {}", k,
-                   k < args.size() && args[k] ? args[k]->type().ToString() : "null", n.result()->type().ToString());
-            res.push_back(args[k]);
-            break;
-          }
-          case OpKind::kConstant:
-            res.push_back(std::make_shared<Literal>(n.attrs_as<ir::ConstantAttrs>().value));
-            break;
-          case OpKind::kOptimizationBarrier:
-            for (const Value* v : n.operands()) res.push_back(values.at(v));
-            break;
-          case OpKind::kAllReduce:
-          case OpKind::kAllGather:
-          case OpKind::kReduceScatter:
-          case OpKind::kAllToAll:
-          case OpKind::kCollectivePermute: {
-            ++st.kernels_run;
-            auto out = std::make_shared<Literal>(Literal::Uninitialized(n.result()->type()));
-            RunCollectiveNode(n, device, *ops[0], *out);
-            res.push_back(std::move(out));
-            break;
-          }
-          default:
-            ++st.kernels_run;
-            for (Literal& l : ir::EvaluateNode(n, ops, device.device)) res.push_back(std::make_shared<Literal>(std::move(l)));
-            break;
-        }
-      } catch (const Error& e) {
-        throw Error(n.loc(), fmt::format("@{}: node #{} ({}): {}", f.name(), pos, n.name(), e.message()));
-      }
-      for (size_t j = 0; j < res.size(); ++j) values[n.results()[j]] = std::move(res[j]);
-      for (const Value* v : n.operands())
-        if (last_use.at(v) == pos && std::find(f.results().begin(), f.results().end(), v) == f.results().end())
-          values.erase(v);
-    }
-    args.clear();
-    std::vector<BufferPtr> out;
-    for (const Value* v : f.results()) {
-      const BufferPtr& b = values.at(v);
-      out.push_back(b.use_count() == 1 ? b : std::make_shared<Literal>(*b));  // results are the caller's
-    }
-    if (stats) *stats = st;
-    return out;
-  }
-
- private:
-  std::unique_ptr<ir::Module> module_;
-  ExecuteStats stats_;
-};
-
-class InterpreterBackendImpl final : public Backend {
- public:
-  std::string_view name() const override { return "interpreter"; }
-  std::unique_ptr<Executable> Compile(const ir::Module& module) override {
-    return std::make_unique<InterpreterExecutable>(module);
-  }
-};
-
 }  // namespace
 
 // Note [Keeping freed memory]
@@ -746,10 +742,6 @@ std::unique_ptr<Executable> NewPlannedExecutable(std::unique_ptr<ir::Module> mod
 
 Backend& CpuBackend() {
   static CpuBackendImpl* b = new CpuBackendImpl;
-  return *b;
-}
-Backend& InterpreterBackend() {
-  static InterpreterBackendImpl* b = new InterpreterBackendImpl;
   return *b;
 }
 

@@ -56,7 +56,10 @@ std::unique_ptr<Executable> NewPlannedExecutable(std::unique_ptr<ir::Module> mod
                                                  std::vector<GeneratedKernel> generated,
                                                  std::shared_ptr<const void> keep_alive, std::string_view backend);
 
-// The process-wide "cpu" and "interpreter" backends (registered in backend.cc).
+// Runs collective node `n` of `device` through its communicator into `out` (of the result type).
+void RunCollectiveNode(const ir::Node& n, const DeviceContext& device, const ir::Literal& in, ir::Literal& out);
+
+// The process-wide "cpu" and "interpreter" (interpreter_backend.cc) backends (registered in backend.cc).
 Backend& CpuBackend();
 Backend& InterpreterBackend();
 

@@ -51,6 +51,19 @@ void SetBlasMinFlops(int64_t flops);
 // other layouts are read in place.
 int64_t DotOperandCopies();
 
+// Note [Products side by side] (cpu_executor.cc): while one of these lives on a thread, the
+// products that thread runs are one BLAS call per batch item on that thread: no tiles, no pool.
+class ProductsOnOneThread {
+ public:
+  ProductsOnOneThread();
+  ~ProductsOnOneThread();
+  ProductsOnOneThread(const ProductsOnOneThread&) = delete;
+  ProductsOnOneThread& operator=(const ProductsOnOneThread&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // How one large product ([M, K] x [K, N]) is split over `threads` threads: `rows` x `cols` tiles of C, each
 // row_extent x col_extent (the last ones may be shorter, or empty), one BLAS call each
 // (Note [Product tiles] in cpu_dot.cc).

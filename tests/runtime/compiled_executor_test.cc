@@ -9,6 +9,7 @@
 #include "ir/parser.h"
 #include "runtime/backend.h"
 #include "runtime/compiled_backend.h"
+#include "runtime/thread_pool.h"
 #include "runtime_test_util.h"
 
 namespace axle::runtime {
@@ -91,6 +92,47 @@ TEST(CompiledExecutorTest, SharedArgumentsAreNeverWritten) {
   EXPECT_EQ(exe->last_stats().donated_reused, 0);
   for (size_t k = 0; k < args.size(); ++k) EXPECT_TRUE(*held[k] == args[k]) << "argument " << k << " was written";
   for (size_t k = 0; k < 3; ++k) EXPECT_NE(got[k]->bytes().data(), held[k]->bytes().data());
+}
+
+// Note [Products side by side] (cpu_executor.cc): a linear layer's two gradient products (dx and
+// dw, independent, equal work) run as one pool call of two whole products on a two-thread pool;
+// a product that reads the one before it does not pair. Results as the interpreter's, and the
+// same bits on every run.
+TEST(CompiledExecutorTest, IndependentProductsRunSideBySide) {
+  if (ThreadPool::Global().num_threads() != 2) GTEST_SKIP() << "pairs are formed on a two-thread pool";
+  constexpr const char* kGrads = R"(module @grads {
+  func @main {
+    %x = parameter() {index=0} : f32[64,128]
+    %w = parameter() {index=1} : f32[256,128]
+    %dy = parameter() {index=2} : f32[64,256]
+    %dx = dot_general(%dy, %w) {lhs_batch=[], rhs_batch=[], lhs_contracting=[1], rhs_contracting=[0]} : f32[64,128]
+    %dw = dot_general(%dy, %x) {lhs_batch=[], rhs_batch=[], lhs_contracting=[0], rhs_contracting=[0]} : f32[256,128]
+    %z = dot_general(%dx, %w) {lhs_batch=[], rhs_batch=[], lhs_contracting=[1], rhs_contracting=[1]} : f32[64,256]
+    return %dx, %dw, %z
+  }
+})";
+  auto m = ir::ParseModule(kGrads);
+  const std::vector<ir::Literal> args = {RandomLiteral(DType::kF32, {64, 128}, 1),
+                                         RandomLiteral(DType::kF32, {256, 128}, 2),
+                                         RandomLiteral(DType::kF32, {64, 256}, 3)};
+  const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
+  for (Backend* backend : {&GetBackend("cpu"), &Compiled()}) {
+    const std::string what(backend->name());
+    auto exe = backend->Compile(*m);
+    std::vector<BufferPtr> first;
+    for (int run = 0; run < 3; ++run) {
+      const std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(args));
+      EXPECT_EQ(exe->last_stats().products_paired, 2) << what;  // dx and dw; z reads dx
+      ASSERT_EQ(got.size(), want.size()) << what;
+      for (size_t k = 0; k < want.size(); ++k) {
+        for (int64_t i = 0; i < want[k]->NumElements(); ++i)
+          ASSERT_NEAR(got[k]->GetDouble(i), want[k]->GetDouble(i), 1e-4 * (1 + std::abs(want[k]->GetDouble(i))))
+              << what << " result " << k << " element " << i;
+        if (run == 0) first.push_back(got[k]);
+        else EXPECT_TRUE(testutil::SameBits(*first[k], *got[k])) << what << " result " << k;
+      }
+    }
+  }
 }
 
 // Note [Buffers kept between runs] (cpu_executor.cc): from the second run on, the intermediates a
