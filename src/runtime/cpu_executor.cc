@@ -206,11 +206,14 @@ class CpuExecutable final : public Executable {
 // whole product per thread, neither happens (GPT-2 small's MLP pair, hot, in a C harness on
 // MKL: 730-940 us split against 600-610 side by side). So with a pool of two threads, two
 // consecutive products of at least kPairMacs multiply-adds each, within 2x of each other, of
-// which the second does not read the first, run as one pool call of two items, each product one
+// which the second does not read the first and each of whose results is at most
+// kPairResultElements (a larger C is better cut into tiles, Note [Product tiles] in cpu_dot.cc:
+// GPT-2 124M's LM head weight gradient is 38.6M), run as one pool call of two items, each product one
 // BLAS call per batch item on its thread (cpu::ProductsOnOneThread). A pair is fixed when the
 // executable is built and each product is computed by the same calls whichever thread (or, when
 // the pool is crowded, the caller alone) runs it, so the bits do not depend on the schedule.
 constexpr int64_t kPairMacs = int64_t{1} << 20;
+constexpr int64_t kPairResultElements = int64_t{1} << 21;  // 8 MB of f32
 
 int64_t ProductMacs(const Node& n) {
   const auto& d = n.attrs_as<ir::DotGeneralAttrs>();
@@ -223,7 +226,7 @@ void MarkPairs(std::vector<Step>& steps) {
   if (ThreadPool::Global().num_threads() != 2) return;
   auto product = [](const Step& st) {
     return st.kind == Step::kKernel && st.kernel.fn && !st.kernel.in_place && st.node->op() == OpKind::kDotGeneral &&
-           ProductMacs(*st.node) >= kPairMacs;
+           ProductMacs(*st.node) >= kPairMacs && st.node->result()->shape().NumElements() <= kPairResultElements;
   };
   for (size_t k = 0; k + 1 < steps.size(); ++k) {
     Step& a = steps[k];
