@@ -36,7 +36,8 @@ double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::
 // preloaded (Note [The tool's allocator], CMakeLists.txt), else the C library's.
 std::string Allocator() {
   using Version = const char* (*)(int*, int*, const char**);
-  if (auto v = reinterpret_cast<Version>(::dlsym(RTLD_DEFAULT, "tc_version"))) return fmt::format("tcmalloc ({})", v(nullptr, nullptr, nullptr));
+  if (auto v = reinterpret_cast<Version>(::dlsym(RTLD_DEFAULT, "tc_version")))
+    return fmt::format("tcmalloc ({})", v(nullptr, nullptr, nullptr));
   return "the C library's malloc";
 }
 
