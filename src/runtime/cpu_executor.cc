@@ -169,6 +169,10 @@ class CpuExecutable final : public Executable {
   void RunPair(RunState& rs, const Step& a, const Step& b, std::vector<SlotState>& slots);
   void CheckArguments(const std::vector<BufferPtr>& args) const;
   void Release(RunState& rs, std::vector<SlotState>& slots, int s);
+  // Counts the step's results as live (peak bytes included) once it has run.
+  void Produced(RunState& rs, const Step& st, std::vector<SlotState>& slots) const;
+  int64_t StepBytes(const Step& st) const;  // operands + results (AXLE_PROFILE)
+  Error StepError(const Step& st, const Error& e) const;  // e, naming the step's node
   BufferPtr Allocate(RunState& rs, const ir::TensorType& type, bool& donated);
 
   std::unique_ptr<ir::Module> module_;
@@ -372,6 +376,25 @@ void CpuExecutable::Release(RunState& rs, std::vector<SlotState>& slots, int s) 
   st = SlotState{};
 }
 
+void CpuExecutable::Produced(RunState& rs, const Step& st, std::vector<SlotState>& slots) const {
+  for (int s : st.results) {
+    slots[static_cast<size_t>(s)].counted = true;
+    rs.live_bytes += slot_bytes_[static_cast<size_t>(s)];
+  }
+  rs.stats.peak_bytes = std::max(rs.stats.peak_bytes, rs.live_bytes);
+}
+
+int64_t CpuExecutable::StepBytes(const Step& st) const {
+  int64_t bytes = 0;
+  for (int s : st.operands) bytes += slot_bytes_[static_cast<size_t>(s)];
+  for (int s : st.results) bytes += slot_bytes_[static_cast<size_t>(s)];
+  return bytes;
+}
+
+Error CpuExecutable::StepError(const Step& st, const Error& e) const {
+  return Error(st.node->loc(), fmt::format("@{}: {}: {}", f_->name(), DescribeNode(*st.node, st.pos), e.message()));
+}
+
 BufferPtr CpuExecutable::Allocate(RunState& rs, const ir::TensorType& type, bool& donated) {
   const int64_t bytes = type.ByteSize();
   for (size_t i = 0; i < rs.free.size(); ++i) {
@@ -477,17 +500,11 @@ void CpuExecutable::RunPair(RunState& rs, const Step& a, const Step& b, std::vec
         r.buf = std::make_shared<Literal>(std::move(ir::EvaluateNode(*s.node, ops[i], rs.device.device)[0]));
       }
       r.writable = true;
-      r.counted = true;
     } catch (const Error& e) {
-      throw Error(s.node->loc(), fmt::format("@{}: {}: {}", f_->name(), DescribeNode(*s.node, s.pos), e.message()));
+      throw StepError(s, e);
     }
-    rs.live_bytes += slot_bytes_[static_cast<size_t>(s.results[0])];
-    rs.stats.peak_bytes = std::max(rs.stats.peak_bytes, rs.live_bytes);
-    if (!s.label.empty())
-      profile::Record(s.label, secs[i],
-                      slot_bytes_[static_cast<size_t>(s.operands[0])] + slot_bytes_[static_cast<size_t>(s.operands[1])] +
-                          slot_bytes_[static_cast<size_t>(s.results[0])],
-                      false);
+    Produced(rs, s, slots);
+    if (!s.label.empty()) profile::Record(s.label, secs[i], StepBytes(s), /*parallel=*/false);
   }
 }
 
@@ -592,18 +609,10 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
         const auto t0 = st.label.empty() ? std::chrono::steady_clock::time_point{} : std::chrono::steady_clock::now();
         const int64_t splits = st.label.empty() ? 0 : ThreadPool::Global().dispatches();
         RunGenerated(rs, st, slots);
-        int64_t bytes = 0;
-        for (int s : st.results) {
-          slots[static_cast<size_t>(s)].counted = true;
-          rs.live_bytes += slot_bytes_[static_cast<size_t>(s)];
-          bytes += slot_bytes_[static_cast<size_t>(s)];
-        }
-        rs.stats.peak_bytes = std::max(rs.stats.peak_bytes, rs.live_bytes);
-        if (!st.label.empty()) {
-          for (int s : st.operands) bytes += slot_bytes_[static_cast<size_t>(s)];
-          profile::Record(st.label, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), bytes,
-                          ThreadPool::Global().dispatches() != splits);
-        }
+        Produced(rs, st, slots);
+        if (!st.label.empty())
+          profile::Record(st.label, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                          StepBytes(st), ThreadPool::Global().dispatches() != splits);
         break;
       }
       case Step::kCollective:
@@ -659,19 +668,12 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
             }
           }
         } catch (const Error& e) {
-          throw Error(n.loc(), fmt::format("@{}: {}: {}", f_->name(), DescribeNode(n, st.pos), e.message()));
+          throw StepError(st, e);
         }
-        if (!st.label.empty()) {
-          int64_t bytes = 0;
-          for (int s : st.operands) bytes += slot_bytes_[static_cast<size_t>(s)];
-          for (int s : st.results) bytes += slot_bytes_[static_cast<size_t>(s)];
-          profile::Record(st.label, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), bytes);
-        }
-        for (int s : st.results) {
-          slots[static_cast<size_t>(s)].counted = true;
-          rs.live_bytes += slot_bytes_[static_cast<size_t>(s)];
-        }
-        rs.stats.peak_bytes = std::max(rs.stats.peak_bytes, rs.live_bytes);
+        if (!st.label.empty())
+          profile::Record(st.label, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                          StepBytes(st));
+        Produced(rs, st, slots);
         break;
       }
     }
