@@ -107,8 +107,9 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {if (NR) p
 # table then shows each side's median and the median of the per-round ratios.
 # PyTorch with MKL as its BLAS (Debian's torch calls sgemm_ through libblas.so.3; a preloaded
 # libmkl_rt takes those calls, with MKL's OpenMP layer on torch's libgomp) is a second setting
-# of it: Axle uses MKL when it is installed, so PyTorch gets it too, and each round compares
-# Axle with the faster of the two. TORCH_MKL=none leaves it out.
+# of it: Axle uses MKL when it is installed on an Intel CPU, so PyTorch gets it too, and each
+# round compares Axle with the faster of the two (on AMD neither uses MKL: it ran PyTorch at a
+# third of its OpenBLAS speed there). TORCH_MKL=none leaves it out.
 TORCH_MKL="${TORCH_MKL:-auto}"
 axle_all="" torch_all="" torch_ob_all="" torch_mkl_all="" ratio_all="" axle_compile=""
 for ((round = 1; round <= ROUNDS; ++round)); do

@@ -37,7 +37,7 @@ std::string DefaultCacheDir();
   X(bool, profile, false,                                                                    \
     "Time every kernel the cpu and compiled backends run; print the top kernels at exit.")   \
   X(std::string, blas, std::string("auto"),                                                   \
-    "BLAS for dot_general's large products: auto (MKL when it loads, else OpenBLAS), mkl or openblas.") \
+    "BLAS for dot_general's large products: auto (MKL on Intel CPUs when it loads, else OpenBLAS), mkl or openblas.") \
   X(std::string, mkl_library, std::string(),                                                 \
     "Path of MKL's libmkl_rt.so.N; empty: the one CMake found at build time, else libmkl_rt on the loader's path.") \
   X(int64_t, cpu_devices, int64_t{1},                                                        \

@@ -25,13 +25,17 @@ struct BlasLibrary {
   CblasDgemm dgemm = nullptr;
 };
 
-// The library AXLE_BLAS selects, chosen on first use: auto (the default) takes MKL when it loads
-// and OpenBLAS otherwise; mkl is an error when MKL does not load; openblas never loads MKL.
+// The library AXLE_BLAS selects, chosen on first use: auto (the default) takes MKL on an Intel CPU
+// when it loads and OpenBLAS otherwise (Note [Which BLAS]); mkl is an error when MKL does not
+// load; openblas never loads MKL.
 const BlasLibrary& Blas();
 
 // Loads the named library ("mkl" or "openblas") and makes it the one Blas() returns; throws
 // axle::Error naming what to do when it cannot. For tests and benchmarks that compare the two.
 const BlasLibrary& UseBlas(const std::string& name);
+
+// The CPU's vendor string from cpuid leaf 0 ("GenuineIntel", "AuthenticAMD", ...).
+std::string CpuVendor();
 
 // Whether MKL can be loaded here (AXLE_MKL_LIBRARY, else the one found at build time, else
 // libmkl_rt on the loader's path). Loads it on the first call.

@@ -105,6 +105,19 @@ TEST(BlasTest, UnknownNameIsAClearError) {
   }
 }
 
+// Note [Which BLAS]: auto takes MKL only on an Intel CPU, where it is the faster; elsewhere (AMD)
+// OpenBLAS, even when MKL is installed.
+TEST(BlasTest, AutoTakesMklOnlyOnIntel) {
+  const std::string vendor = cpu::CpuVendor();
+  EXPECT_EQ(vendor.size(), 12u) << vendor;
+  const bool intel = vendor == "GenuineIntel";
+  EXPECT_EQ(cpu::UseBlas("auto").name, intel && cpu::MklAvailable() ? "mkl" : "openblas") << vendor;
+  if (!intel) {
+    EXPECT_NE(cpu::Blas().detail.find(vendor), std::string::npos) << cpu::Blas().detail;
+  }
+  cpu::UseBlas(flags::blas());
+}
+
 // Note [Which BLAS]: the same product gives the same bits whatever its operands' alignment (MKL
 // runs in conditional numerical reproducibility mode; operand copies are only 16-byte aligned).
 TEST(BlasTest, SameBitsWhateverTheAlignment) {
