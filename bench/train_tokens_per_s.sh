@@ -16,7 +16,9 @@
 # alternated; the table shows medians), AXLE (default build/axle), PYTHON (default
 # /usr/bin/python3, must have torch), TORCH_THREADS (default: the core count), TORCH_MKL (default:
 # the libmkl_rt that `axle train` reports, else none; PyTorch then also runs with MKL preloaded as
-# its BLAS, and its best setting per round is the one compared; none: OpenBLAS only), JAX_PYTHON (default:
+# its BLAS, and its best setting per round is the one compared; none: OpenBLAS only),
+# TORCH_ONE_THREAD (default auto: when TORCH_THREADS > 1, PyTorch also runs on one thread each
+# round and the faster setting is compared; none: leave it out), JAX_PYTHON (default:
 # the first of python3 on PATH, $PYTHON, /usr/bin/python3 that imports jax; JAX_PYTHON=none skips
 # JAX), JAX_THREADS (default: TORCH_THREADS). Each side is skipped with a note when it cannot run.
 set -uo pipefail
@@ -111,7 +113,11 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {if (NR) p
 # round compares Axle with the faster of the two (on AMD neither uses MKL: it ran PyTorch at a
 # third of its OpenBLAS speed there). TORCH_MKL=none leaves it out.
 TORCH_MKL="${TORCH_MKL:-auto}"
-axle_all="" torch_all="" torch_ob_all="" torch_mkl_all="" ratio_all="" axle_compile=""
+# One thread is a third setting: on an AMD EPYC (Zen 4) PyTorch trained GPT-2 small faster on one
+# thread than on two (23.7K / 26.3K against 17.9K / 24.0K tokens/s, alternated), so each round
+# also runs it on one thread and compares the fastest of its settings.
+TORCH_ONE_THREAD="${TORCH_ONE_THREAD:-auto}"
+axle_all="" torch_all="" torch_ob_all="" torch_mkl_all="" torch_1t_all="" ratio_all="" axle_compile=""
 for ((round = 1; round <= ROUNDS; ++round)); do
   a="$(run_axle)"
   if [[ "$TORCH_MKL" == auto ]]; then  # the MKL Axle loaded (its header: "blas: mkl, MKL V (sequential), PATH")
@@ -126,11 +132,18 @@ for ((round = 1; round <= ROUNDS; ++round)); do
     [[ -n "$tm" ]] && torch_mkl_all+=" $tm"
     [[ -n "$tm" ]] && { [[ -z "$t" ]] || awk -v m="$tm" -v o="$t" 'BEGIN{exit !(m > o)}'; } && t="$tm"
   fi
+  t1=""
+  if [[ "$TORCH_ONE_THREAD" != none ]] && ((TORCH_THREADS > 1)); then
+    t1="$(TORCH_THREADS=1 run_torch)"
+    [[ -n "$t1" ]] && torch_1t_all+=" $t1"
+    [[ -n "$t1" ]] && { [[ -z "$t" ]] || awk -v m="$t1" -v o="$t" 'BEGIN{exit !(m > o)}'; } && t="$t1"
+  fi
   [[ -n "$a" ]] && axle_all+=" ${a%% *}" && axle_compile="${axle_compile:-${a##* }}"
   [[ -n "$t" ]] && torch_all+=" $t"
   r=""
   [[ -n "$a" && -n "$t" ]] && r="$(awk -v a="${a%% *}" -v t="$t" 'BEGIN{printf "%.2f", a/t}')" && ratio_all+=" $r"
-  ((ROUNDS > 1)) && echo "round $round: axle ${a%% *} tokens/s, pytorch $t tokens/s${tm:+ (openblas ${torch_ob_all##* }, mkl $tm)}${r:+, ${r}x}"
+  settings="${tm:+, mkl $tm}${t1:+, 1 thr $t1}"
+  ((ROUNDS > 1)) && echo "round $round: axle ${a%% *} tokens/s, pytorch $t tokens/s${settings:+ (openblas ${torch_ob_all##* }$settings)}${r:+, ${r}x}"
 done
 axle_tps=""
 [[ -n "$axle_all" ]] && axle_tps="$(median <<<"$axle_all") $axle_compile"
@@ -201,10 +214,12 @@ printf '%-26s %14s   %s\n' "axle train" "${axle_tps%% *}" "$(roof "${axle_tps%% 
 [[ -n "$axle_tps" ]] && printf '%-26s %14s\n' "  (compile, s)" "${axle_tps##* }"
 [[ -n "$axle_blas" ]] && printf '%-26s %s\n' "  (blas)" "$axle_blas"
 [[ -n "$axle_malloc" ]] && printf '%-26s %s\n' "  (malloc)" "$axle_malloc"
-printf '%-26s %14s   %s\n' "pytorch eager ($TORCH_THREADS thr)" "$torch_tps" "$(roof "$torch_tps")"
-if [[ -n "$torch_mkl_all" ]]; then
-  printf '%-26s %14s\n' "  (openblas)" "$(median <<<"$torch_ob_all")"
-  printf '%-26s %14s   %s\n' "  (mkl preloaded)" "$(median <<<"$torch_mkl_all")" "the faster of the two in each round is compared"
+printf '%-26s %14s   %s\n' "pytorch eager" "$torch_tps" "$(roof "$torch_tps")"
+if [[ -n "$torch_mkl_all" || -n "$torch_1t_all" ]]; then
+  printf '%-26s %14s\n' "  (openblas, $TORCH_THREADS thr)" "$(median <<<"$torch_ob_all")"
+  [[ -n "$torch_mkl_all" ]] && printf '%-26s %14s\n' "  (mkl preloaded)" "$(median <<<"$torch_mkl_all")"
+  [[ -n "$torch_1t_all" ]] && printf '%-26s %14s\n' "  (openblas, 1 thr)" "$(median <<<"$torch_1t_all")"
+  printf '%-26s %14s   %s\n' "" "" "the fastest setting in each round is compared"
 fi
 if [[ -n "$ratio" ]]; then
   printf '%-26s %14s%s\n' "axle / pytorch" "$(awk -v r="$ratio" 'BEGIN{printf "%.2fx", r}')" \
