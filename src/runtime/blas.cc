@@ -27,8 +27,10 @@
 #include "runtime/blas.h"
 
 #include <cblas.h>
-#include <cpuid.h>
 #include <dlfcn.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include <atomic>
 #include <cstring>
@@ -198,6 +200,7 @@ const BlasLibrary& Select(const std::string& name) {
 }  // namespace
 
 std::string CpuVendor() {
+#if defined(__x86_64__) || defined(__i386__)
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return "unknown";
   char v[13] = {};
@@ -205,6 +208,9 @@ std::string CpuVendor() {
   std::memcpy(v + 4, &edx, 4);
   std::memcpy(v + 8, &ecx, 4);
   return v;
+#else
+  return "unknown";  // not an x86 CPU: no MKL for it
+#endif
 }
 
 bool MklAvailable() { return LoadMkl().sgemm != nullptr; }

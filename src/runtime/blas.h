@@ -34,7 +34,7 @@ const BlasLibrary& Blas();
 // axle::Error naming what to do when it cannot. For tests and benchmarks that compare the two.
 const BlasLibrary& UseBlas(const std::string& name);
 
-// The CPU's vendor string from cpuid leaf 0 ("GenuineIntel", "AuthenticAMD", ...).
+// The CPU's vendor string from cpuid leaf 0 ("GenuineIntel", "AuthenticAMD", ...); "unknown" off x86.
 std::string CpuVendor();
 
 // Whether MKL can be loaded here (AXLE_MKL_LIBRARY, else the one found at build time, else
