@@ -117,6 +117,7 @@ TORCH_MKL="${TORCH_MKL:-auto}"
 # thread than on two (23.7K / 26.3K against 17.9K / 24.0K tokens/s, alternated), so each round
 # also runs it on one thread and compares the fastest of its settings.
 TORCH_ONE_THREAD="${TORCH_ONE_THREAD:-auto}"
+faster() { [[ -z "$2" ]] || awk -v m="$1" -v o="$2" 'BEGIN{exit !(m > o)}'; }  # tokens/s $1 beats $2 (or no $2)
 axle_all="" torch_all="" torch_ob_all="" torch_mkl_all="" torch_1t_all="" ratio_all="" axle_compile=""
 for ((round = 1; round <= ROUNDS; ++round)); do
   a="$(run_axle)"
@@ -130,13 +131,13 @@ for ((round = 1; round <= ROUNDS; ++round)); do
   if [[ "$TORCH_MKL" != none ]]; then
     tm="$(run_torch LD_PRELOAD="$TORCH_MKL" MKL_THREADING_LAYER=GNU)"
     [[ -n "$tm" ]] && torch_mkl_all+=" $tm"
-    [[ -n "$tm" ]] && { [[ -z "$t" ]] || awk -v m="$tm" -v o="$t" 'BEGIN{exit !(m > o)}'; } && t="$tm"
+    [[ -n "$tm" ]] && faster "$tm" "$t" && t="$tm"
   fi
   t1=""
   if [[ "$TORCH_ONE_THREAD" != none ]] && ((TORCH_THREADS > 1)); then
     t1="$(TORCH_THREADS=1 run_torch)"
     [[ -n "$t1" ]] && torch_1t_all+=" $t1"
-    [[ -n "$t1" ]] && { [[ -z "$t" ]] || awk -v m="$t1" -v o="$t" 'BEGIN{exit !(m > o)}'; } && t="$t1"
+    [[ -n "$t1" ]] && faster "$t1" "$t" && t="$t1"
   fi
   [[ -n "$a" ]] && axle_all+=" ${a%% *}" && axle_compile="${axle_compile:-${a##* }}"
   [[ -n "$t" ]] && torch_all+=" $t"
