@@ -20,7 +20,10 @@
 # TORCH_ONE_THREAD (default auto: when TORCH_THREADS > 1, PyTorch also runs on one thread each
 # round and the faster setting is compared; none: leave it out), JAX_PYTHON (default:
 # the first of python3 on PATH, $PYTHON, /usr/bin/python3 that imports jax; JAX_PYTHON=none skips
-# JAX), JAX_THREADS (default: TORCH_THREADS). Each side is skipped with a note when it cannot run.
+# JAX), JAX_THREADS (default: TORCH_THREADS), OPENBLAS_KERNELS (default auto: every side, the
+# sgemm probe and the GEMM floor run on the kernels OpenBLAS picks for this CPU, with any
+# OPENBLAS_CORETYPE in the environment set aside; inherit: keep the environment's; a core name:
+# that core for all of them). Each side is skipped with a note when it cannot run.
 set -uo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -37,6 +40,16 @@ case "$CONFIG" in
   *) BATCH="${BATCH:-4}" ;;
 esac
 SEQ="${SEQ:-64}"
+# One OpenBLAS core for every side (Note [OpenBLAS's kernels], src/runtime/blas.cc): an
+# environment that sets OPENBLAS_CORETYPE (this VM's set Haswell, AVX2, on a Zen 5 whose AVX-512
+# kernels run sgemm twice as fast) would otherwise hold back Axle, PyTorch and the roofline alike.
+OPENBLAS_KERNELS="${OPENBLAS_KERNELS:-auto}"
+case "$OPENBLAS_KERNELS" in
+  auto) [[ -n "${OPENBLAS_CORETYPE:-}" ]] && echo "openblas: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE set aside: every side runs the kernels OpenBLAS picks for this CPU (OPENBLAS_KERNELS=inherit keeps it)"
+        unset OPENBLAS_CORETYPE ;;
+  inherit) ;;
+  *) export OPENBLAS_CORETYPE="$OPENBLAS_KERNELS" ;;
+esac
 TORCH_ENV=(env OMP_WAIT_POLICY=PASSIVE
            GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=68719476736)
 
@@ -208,7 +221,10 @@ roof() {  # tokens/s -> "NN%" of the sgemm roofline
 }
 
 echo
-[[ -n "$sgemm" ]] && echo "sgemm roofline: $sgemm GFLOP/s (numpy f32 2048^3 through OpenBLAS, this run); model: ${params:-?}M parameters"
+kernels="$(sed -n 's/.*, \([A-Za-z0-9]*\) kernels.*/\1/p' <<<"$axle_blas")"  # the core every side ran
+through="OpenBLAS"
+[[ -n "$kernels" ]] && through="OpenBLAS's $kernels kernels"
+[[ -n "$sgemm" ]] && echo "sgemm roofline: $sgemm GFLOP/s (numpy f32 2048^3 through $through, this run); model: ${params:-?}M parameters"
 [[ -n "$sgemm_mkl" ]] && echo "  the same probe through MKL: $sgemm_mkl GFLOP/s"
 printf '%-26s %14s\n' "" "tokens/s"
 printf '%-26s %14s   %s\n' "axle train" "${axle_tps%% *}" "$(roof "${axle_tps%% *}")"

@@ -32,7 +32,10 @@
 #include <cpuid.h>
 #endif
 
+#include <strings.h>
+
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -45,6 +48,48 @@ namespace axle::runtime::cpu {
 namespace {
 
 extern "C" char* openblas_get_config() __attribute__((weak));
+extern "C" char* openblas_get_corename() __attribute__((weak));
+
+// Whether the CPU and the OS run AVX-512 (F, CD, BW, DQ, VL: what OpenBLAS's SkylakeX kernels use):
+// cpuid leaf 7 and the OS saving the opmask and ZMM state (XCR0 bits 1, 2, 5, 6, 7).
+bool CpuRunsAvx512() {
+#if defined(__x86_64__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0 || (ecx & (1u << 27)) == 0) return false;  // no OSXSAVE
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0_lo & 0xE6u) != 0xE6u) return false;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const unsigned need = (1u << 16) | (1u << 17) | (1u << 28) | (1u << 30) | (1u << 31);  // F DQ CD BW VL
+  return (ebx & need) == need;
+#else
+  return false;
+#endif
+}
+
+// Note [OpenBLAS's kernels]
+// Debian's OpenBLAS is built for every x86 core and picks its kernels when it loads: by the CPU's
+// family and model, or by OPENBLAS_CORETYPE when that is set. The AMD EPYC of session 16 (family
+// 0x1a, Zen 5, with a full-width AVX-512 unit) gets its Cooperlake (AVX-512) kernels; its
+// environment set OPENBLAS_CORETYPE=Haswell, the AVX2 kernels, at half the rate: numpy's 2048^3
+// sgemm 206 GFLOP/s on two threads and 110 on one, against 405 and 207 (`axle train --config
+// 124m`: 216 against 356 tokens/s). Axle leaves the variable alone, like every program on the
+// machine (PyTorch and numpy take the same kernels from it), and says which kernels run on its
+// `blas:` line, with a hint when the variable holds back a CPU that runs AVX-512. The benchmark
+// (bench/train_tokens_per_s.sh) runs every side with OpenBLAS's own choice unless told otherwise.
+std::string OpenBlasKernels() {
+  if (openblas_get_corename == nullptr) return "";
+  const std::string core = openblas_get_corename();
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  if (forced == nullptr) return fmt::format("{} kernels", core);
+  bool avx512_core = false;
+  for (const char* name : {"skylakex", "cooperlake", "sapphirerapids"})
+    avx512_core = avx512_core || strcasecmp(core.c_str(), name) == 0;
+  if (avx512_core || !CpuRunsAvx512()) return fmt::format("{} kernels (OPENBLAS_CORETYPE={})", core, forced);
+  return fmt::format("{} kernels (OPENBLAS_CORETYPE={} holds back this CPU, which runs AVX-512: unset it, or set "
+                     "SkylakeX, for up to twice the sgemm rate)",
+                     core, forced);
+}
 
 // OpenBLAS's cblas.h declares the enums as enum types; these take ints like MKL's entry points.
 void OpenBlasSgemm(int o, int ta, int tb, int M, int N, int K, float alpha, const float* a, int lda, const float* b,
@@ -148,6 +193,7 @@ BlasLibrary MakeOpenBlas(const std::string& why_not_mkl) {
   b.name = "openblas";
   std::string config = openblas_get_config ? openblas_get_config() : "a CBLAS";
   if (const size_t cut = config.find(' ', config.find(' ') + 1); cut != std::string::npos) config.resize(cut);
+  if (const std::string kernels = OpenBlasKernels(); !kernels.empty()) config += ", " + kernels;
   b.detail = why_not_mkl.empty() ? config : fmt::format("{} (MKL not loaded: {})", config, why_not_mkl);
   b.sgemm = OpenBlasSgemm;
   b.dgemm = OpenBlasDgemm;

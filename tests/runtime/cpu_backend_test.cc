@@ -120,6 +120,19 @@ TEST(BlasTest, AutoTakesMklOnlyOnIntel) {
   cpu::UseBlas(flags::blas());
 }
 
+// Note [OpenBLAS's kernels]: the `blas:` line names the core whose kernels OpenBLAS runs, and the
+// OPENBLAS_CORETYPE that chose it when one is set (a VM's environment set Haswell on a Zen 5).
+TEST(BlasTest, OpenBlasNamesItsKernels) {
+  const std::string detail = cpu::UseBlas("openblas").detail;
+  EXPECT_NE(detail.find(" kernels"), std::string::npos) << detail;
+  if (const char* core = std::getenv("OPENBLAS_CORETYPE")) {
+    EXPECT_NE(detail.find(std::string("OPENBLAS_CORETYPE=") + core), std::string::npos) << detail;
+  } else {
+    EXPECT_EQ(detail.find("OPENBLAS_CORETYPE"), std::string::npos) << detail;
+  }
+  cpu::UseBlas(flags::blas());
+}
+
 // Note [Which BLAS]: the same product gives the same bits whatever its operands' alignment (MKL
 // runs in conditional numerical reproducibility mode; operand copies are only 16-byte aligned).
 TEST(BlasTest, SameBitsWhateverTheAlignment) {
