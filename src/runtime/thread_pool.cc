@@ -11,6 +11,7 @@
 namespace axle::runtime {
 namespace {
 thread_local bool tls_in_pool_body = false;
+thread_local bool tls_inline = false;
 
 // Note [Pool spinning] (thread_pool.h).
 constexpr int64_t kWorkerSpinMicros = 5000;
@@ -118,7 +119,7 @@ void ThreadPool::WorkerLoop(int /*index*/) {
 void ThreadPool::ParallelFor(int64_t n, int64_t min_parallel, const std::function<void(int64_t, int64_t)>& fn,
                              int chunks_per_thread) {
   if (n <= 0) return;
-  if (workers_.empty() || n < min_parallel || n < num_threads() || tls_in_pool_body || Crowded()) {
+  if (workers_.empty() || n < min_parallel || n < num_threads() || tls_in_pool_body || tls_inline || Crowded()) {
     fn(0, n);
     return;
   }
@@ -152,5 +153,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_parallel, const std::functio
   }
   if (error) std::rethrow_exception(error);
 }
+
+void ThreadPool::SetThreadInline(bool on) { tls_inline = on; }
 
 }  // namespace axle::runtime

@@ -80,6 +80,9 @@ class ThreadPool {
   // kernels that ran on one thread from those that used them all).
   int64_t dispatches() const { return dispatches_.load(std::memory_order_relaxed); }
 
+  // Every ParallelFor called from this thread runs inline (CpuDevices: a device thread per core).
+  static void SetThreadInline(bool on);
+
   // Note [Competing threads]: threads outside the pool that now compete for its cores (+1 when
   // one starts, -1 when it blocks or ends; the count may dip below zero in between).
   void AddCompeting(int delta) { competing_.fetch_add(delta, std::memory_order_relaxed); }

@@ -2,6 +2,7 @@
 // reference interpreter's lockstep evaluation (ir::EvaluateReplicated), bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -271,6 +272,24 @@ TEST_F(DevicesTest, DevicesShareTheThreadPool) {
   for (int d = 0; d < 4; ++d) args.push_back({testutil::RandomLiteral(DType::kF32, s, static_cast<uint64_t>(d))});
   ExpectMatchesInterpreter(m, "cpu", args, "big");
   ExpectMatchesInterpreter(m, "compiled", args, "big");
+}
+
+// Note [A core per device] (devices.cc): devices that cover the pool's threads run their loops
+// inline; the same loop from another thread is split over the pool.
+TEST(DevicesInlineTest, DevicesCoveringTheCoresRunTheirLoopsInline) {
+  ThreadPool& pool = ThreadPool::Global();
+  CpuDevices devices(std::max(2, pool.num_threads()));
+  constexpr int64_t kN = int64_t{1} << 20;
+  std::atomic<int64_t> covered{0};
+  const auto loop = [&] { pool.ParallelFor(kN, 1024, [&](int64_t b, int64_t e) { covered += e - b; }); };
+  const int64_t before = pool.dispatches();
+  devices.Run([&](int) { loop(); });
+  EXPECT_EQ(covered.load(), kN * devices.size());
+  EXPECT_EQ(pool.dispatches(), before);
+  if (pool.num_threads() > 1) {
+    loop();
+    EXPECT_EQ(pool.dispatches(), before + 1);
+  }
 }
 
 TEST(ThreadPoolTest, AChunkThatThrowsIsRethrownAndThePoolStaysUsable) {
