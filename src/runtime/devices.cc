@@ -31,8 +31,9 @@ CpuDevices::CpuDevices(int num_devices) {
       // over the one shared pool they queued behind the other device's calls (the pool runs one
       // call at a time) and kept the pool's worker spinning for a core the devices needed; with
       // it, the devices' spinning in collectives (Note [Collectives spin first]) pays off.
-      // `axle train --config small --devices 2` on 2 cores, means of 4 alternated runs: 41.2K
-      // tokens/s before either, 54.7K with both (40.3K with this note alone, in the same hour).
+      // `axle train --config small --devices 2` on 2 cores, means of 3-4 alternated runs: before
+      // either 41.2K tokens/s against 45.4K with both; this note alone 40.3K and 41.4K against
+      // 54.7K and 51.3K with both (two later sets).
       ThreadPool::SetThreadInline(num_devices >= ThreadPool::Global().num_threads());
       Loop(d);
     });
