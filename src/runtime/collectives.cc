@@ -5,15 +5,13 @@
 // holds each device's operand and output pointers and a stage per device (1 arrived, 2 computed
 // its share, 3 done reading its peers). A device waits (Note [Collectives spin first]) only for
 // the devices it reads from or that read from it: its group, or for collective_permute its source
-// and its targets. It computes its own result outside the lock, straight from its peers' operands, and
-// returns once every peer that reads its operand or output is done with them, so the caller may
-// free or overwrite both. all_reduce splits the combination: member k combines chunk k of the
+// and its targets. It computes its own result outside the lock, straight from its peers'
+// operands, and returns once every peer that reads its operand or output is done with them, so
+// the caller may free or overwrite both. all_reduce splits the combination: member k combines chunk k of the
 // elements into its own output, then copies the other chunks from its peers' outputs.
 #include "runtime/collectives.h"
 
 #include <fmt/format.h>
-
-#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -30,6 +28,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "ir/shape_inference.h"
+#include "runtime/thread_pool.h"
 
 namespace axle::runtime {
 
@@ -569,16 +568,7 @@ class InProcessCommunicator final : public Communicator {
     while (!ready()) {
       const uint64_t seen = progress_.load(std::memory_order_acquire);
       lock.unlock();
-      bool moved = false;
-      while (!moved && std::chrono::steady_clock::now() < deadline) {
-        for (int i = 0; i < 64 && !moved; ++i) {
-          moved = progress_.load(std::memory_order_acquire) != seen;
-#if defined(__x86_64__) || defined(__i386__)
-          if (!moved) __builtin_ia32_pause();
-#endif
-        }
-        if (!moved) sched_yield();
-      }
+      const bool moved = SpinUntil([&] { return progress_.load(std::memory_order_acquire) != seen; }, deadline);
       lock.lock();
       if (!moved) break;  // past the deadline: sleep below
     }

@@ -1,10 +1,8 @@
 #include "runtime/thread_pool.h"
 
 #include <pthread.h>
-#include <sched.h>
 
 #include <algorithm>
-#include <chrono>
 #include <exception>
 #include <string>
 
@@ -17,22 +15,6 @@ thread_local bool tls_inline = false;
 constexpr int64_t kWorkerSpinMicros = 5000;
 constexpr int64_t kCallerSpinMicros = 100;
 
-// Spins until done() or `micros` pass, yielding the core to any other runnable thread between
-// rounds of checks; true when done() held.
-template <typename Done>
-bool SpinUntil(Done done, int64_t micros) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
-  for (;;) {
-    for (int i = 0; i < 64; ++i) {
-      if (done()) return true;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-    }
-    if (std::chrono::steady_clock::now() >= deadline) return done();
-    sched_yield();
-  }
-}
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {

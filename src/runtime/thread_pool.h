@@ -41,7 +41,10 @@
 // themselves still depend only on the sizes and the thread count).
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -51,6 +54,27 @@
 #include <vector>
 
 namespace axle::runtime {
+
+// Spins until done() or `deadline`, yielding the core to any other runnable thread between rounds
+// of checks; true when done() held. The pool's workers and callers (Note [Pool spinning]) and the
+// in-process collectives (Note [Collectives spin first], collectives.cc) wait this way first.
+template <typename Done>
+bool SpinUntil(Done done, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+    sched_yield();
+  }
+}
+template <typename Done>
+bool SpinUntil(Done done, int64_t micros) {
+  return SpinUntil(done, std::chrono::steady_clock::now() + std::chrono::microseconds(micros));
+}
 
 // Chunks a call is cut into, at most, per thread (Note [Pool chunks]).
 inline constexpr int kChunksPerThread = 4;
