@@ -87,7 +87,7 @@ struct Accumulator {
                                  ? (kind == ir::ReduceKind::kMax ? "-__builtin_inff()" : "__builtin_inff()")
                                  : std::string(ReduceInit(kind));
     if (sum_lanes)
-      s += fmt::format("    ax_v8d {1} = {{{0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}}};\n", init, lane());
+      s += fmt::format("    ax_v8d {1} = {{{{{0}, {0}, {0}, {0}}}, {{{0}, {0}, {0}, {0}}}}};\n", init, lane());
     else if (minmax_lanes)
       s += fmt::format("    {0} {1}[{2}];\n    for (int k = 0; k < {2}; ++k) {1}[k] = {3};\n", CType(xt), lane(), lanes, init);
     return s;
