@@ -197,6 +197,7 @@ BlasLibrary MakeOpenBlas(const std::string& why_not_mkl) {
   b.detail = why_not_mkl.empty() ? config : fmt::format("{} (MKL not loaded: {})", config, why_not_mkl);
   b.sgemm = OpenBlasSgemm;
   b.dgemm = OpenBlasDgemm;
+  b.zero_c_first = true;
   return b;
 }
 

@@ -23,6 +23,9 @@ struct BlasLibrary {
   std::string detail;  // version and where it was loaded from, for `axle train`'s header
   CblasSgemm sgemm = nullptr;
   CblasDgemm dgemm = nullptr;
+  // Whether the caller zeroes C itself and passes beta = 1 rather than beta = 0 (Note [Zeroing C
+  // ourselves], cpu_dot.cc): OpenBLAS scales C by beta in a pass of its own before the product.
+  bool zero_c_first = false;
 };
 
 // The library AXLE_BLAS selects, chosen on first use: auto (the default) takes MKL on an Intel CPU

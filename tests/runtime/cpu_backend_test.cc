@@ -147,7 +147,9 @@ TEST(BlasTest, SameBitsWhateverTheAlignment) {
       for (int64_t i = 0; i < N * K; ++i) b[i] = std::cos(0.11 * static_cast<double>(i));
       cpu::Blas().sgemm(cpu::kCblasRowMajor, cpu::kCblasNoTrans, cpu::kCblasTrans, M, N, K, 1.0f, a, K, b, K, 0.0f,
                         (shift ? got : want).data(), N);
-      if (shift) EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << shift;
+      if (shift) {
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << shift;
+      }
     }
   });
 }
@@ -256,6 +258,46 @@ TEST(CpuDotTest, NonFiniteValuesMatchTheExactLoop) {
   CheckNonFiniteDot<float>(64, 48, 96);     // one BLAS call per batch entry
   CheckNonFiniteDot<float>(128, 96, 128);   // split over the pool
   CheckNonFiniteDot<double>(128, 96, 128);
+}
+
+// Note [Zeroing C ourselves] (cpu_dot.cc): OpenBLAS is called with beta = 1 on a C we clear
+// first, so what the output buffer held before (a recycled intermediate: here NaN) never reaches
+// the result, on the batched, the split and the tiled path, and the bits are those of a call
+// with beta = 0.
+TEST(CpuDotTest, WhatTheOutputBufferHeldDoesNotReachTheResult) {
+  ForEachBlas([] {
+    struct Case { Shape lhs, rhs; DotGeneralAttrs attrs; };
+    const std::vector<Case> cases = {
+        {{3, 48, 40}, {3, 40, 56}, {{0}, {0}, {2}, {1}}},      // a batch: one call per product
+        {{128, 96}, {96, 130}, {{}, {}, {1}, {0}}},            // split over the pool
+        {{1100, 32}, {1100, 2000}, {{}, {}, {0}, {0}}},        // x^T y: tiles of C, strided
+    };
+    for (const Case& c : cases) {
+      SCOPED_TRACE(c.lhs.ToString() + " x " + c.rhs.ToString());
+      ir::Module m("dot");
+      Builder b(m.AddFunction("main"));
+      Value* x = b.Parameter(0, TensorType(DType::kF32, c.lhs));
+      Value* y = b.Parameter(1, TensorType(DType::kF32, c.rhs));
+      Value* d = b.DotGeneral(x, y, c.attrs);
+      b.Return({d});
+      const Literal lx = RandomLiteral(DType::kF32, c.lhs, 3), ly = RandomLiteral(DType::kF32, c.rhs, 4);
+      const cpu::KernelChoice k = cpu::SelectDotKernel(*d->node());
+      ASSERT_NE(k.fn, nullptr);
+      const Literal* const ops_array[] = {&lx, &ly};
+      const cpu::Operands ops(ops_array, 2);
+      Literal clean(d->type());
+      ASSERT_TRUE(k.fn(*d->node(), ops, clean));
+      Literal dirty(d->type());
+      std::fill(dirty.mutable_data<float>(), dirty.mutable_data<float>() + dirty.NumElements(),
+                std::numeric_limits<float>::quiet_NaN());
+      ASSERT_TRUE(k.fn(*d->node(), ops, dirty));
+      EXPECT_EQ(std::memcmp(clean.data<float>(), dirty.data<float>(), sizeof(float) * clean.NumElements()), 0);
+      // And they are a product: against the exact loop's double sums.
+      const std::vector<Literal> want = ir::Evaluate(*m.entry(), {lx, ly});
+      for (int64_t i = 0; i < clean.NumElements(); ++i)
+        ASSERT_NEAR(clean.data<float>()[i], want[0].data<float>()[i], 1e-4) << i;
+    }
+  });
 }
 
 // Note [Product tiles] (cpu_dot.cc): a product whose C is a few MB per thread is cut into one
