@@ -187,12 +187,16 @@ inline float ax_flog1p(float x) {
   return x != x ? x : r;
 }
 // tanh: the 13/6-degree rational approximation x P(x^2) / Q(x^2) of Eigen and XLA's fast tanh on
-// x clamped to [-9, 9] (beyond, tanh is 1 in f32), the result clamped to [-1, 1] (the rational
-// reaches 1 + 2 ulp near 8.5); x itself for |x| < 0.0004 (keeps -0 and the subnormals). About 5
-// ulp, a third of the instructions of 1 - 2 / (e^{2|x|} + 1) (GPT-2 small's GELU kernels).
+// |x| clamped to 9 (beyond, tanh is 1 in f32), the result clamped to 1 (the rational reaches
+// 1 + 2 ulp near 8.5) and given x's sign; x itself for |x| < 0.0004 (keeps -0 and the
+// subnormals). About 5 ulp, a third of the instructions of 1 - 2 / (e^{2|x|} + 1) (GPT-2
+// small's GELU kernels). The rational is odd, so computing it on |x| and copying the sign gives
+// the bits of clamping both ends (checked on all 2^32 floats); with one clamp a side GCC 12
+// if-converted the four into masks and blends, twice the instructions: 8 x 262144 tanh 0.30 ->
+// 0.16 ms on a Zen 2 core, the GELU backward kernel ~30% faster.
 inline float ax_ftanh(float x0) {
-  float x = x0 > 9.0f ? 9.0f : x0;
-  x = x < -9.0f ? -9.0f : x;
+  const float ax = std::fabs(x0);
+  const float x = ax > 9.0f ? 9.0f : ax;  // a NaN stays NaN here and is x0 below
   const float x2 = x * x;
   float p = ax_fmaf(x2, -2.76076847742355e-16f, 2.00018790482477e-13f);
   p = ax_fmaf(x2, p, -8.60467152213735e-11f);
@@ -206,9 +210,8 @@ inline float ax_ftanh(float x0) {
   q = ax_fmaf(x2, q, 4.89352518554385e-03f);
   float r = p / q;
   r = r > 1.0f ? 1.0f : r;
-  r = r < -1.0f ? -1.0f : r;
-  r = std::fabs(x0) < 0.0004f ? x0 : r;
-  return x0 != x0 ? x0 : r;
+  r = std::copysign(r, x0);
+  return ax < 0.0004f || x0 != x0 ? x0 : r;
 }
 // logistic: e = e^{-|x|} (never overflows), 1 / (1 + e) for x >= 0, e / (1 + e) below.
 inline float ax_flogistic(float x) {
