@@ -395,9 +395,14 @@ Error CpuExecutable::StepError(const Step& st, const Error& e) const {
   return Error(st.node->loc(), fmt::format("@{}: {}: {}", f_->name(), DescribeNode(*st.node, st.pos), e.message()));
 }
 
+// A recycled buffer of the same size, the most recently freed first: it is the likeliest to be
+// in cache still (a GPT-2 small step touches ~20 MB, more than a Zen 2's 16 MB L3; the products'
+// C is cleared just before BLAS writes it, Note [Zeroing C ourselves]). Oldest first, as before,
+// was 1-4% slower in 8 of 10 interleaved pairs of 150-step runs there (34.9K against 35.6K
+// tokens/s, medians). Which buffer is reused changes no value.
 BufferPtr CpuExecutable::Allocate(RunState& rs, const ir::TensorType& type, bool& donated) {
   const int64_t bytes = type.ByteSize();
-  for (size_t i = 0; i < rs.free.size(); ++i) {
+  for (size_t i = rs.free.size(); i-- > 0;) {
     if (rs.free[i].buf->type().ByteSize() == bytes) {
       BufferPtr b = std::move(rs.free[i].buf);
       if (b->type() != type) b->Retype(type);
