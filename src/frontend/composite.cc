@@ -83,9 +83,9 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   if (approximate == "tanh") {
     // 0.5 x (1 + tanh(k (x + 0.044715 x^3))), k = sqrt(2 / pi), written as h (1 + t) with
     // h = 0.5 x and t = tanh(x (k + 0.044715 k x^2)): the same function (rounded differently),
-    // whose backward, as autodiff writes it, is 21 ops a element against 30 (x^3 as x * x * x
-    // gave three product-rule terms; GPT-2 small's two GELU backward kernels were its costliest
-    // after the products).
+    // whose backward, as autodiff writes it, is 21 arithmetic ops an element against 25 (x^3 as
+    // x * x * x gave three product-rule terms; GPT-2 small's two GELU backward kernels were its
+    // costliest after the products).
     const double k = std::sqrt(2.0 / M_PI);
     const Tensor h = 0.5 * x;
     return h * (1.0 + (x * (k + (0.044715 * k) * (x * x))).tanh());

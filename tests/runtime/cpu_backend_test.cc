@@ -262,15 +262,15 @@ TEST(CpuDotTest, NonFiniteValuesMatchTheExactLoop) {
 
 // Note [Zeroing C ourselves] (cpu_dot.cc): OpenBLAS is called with beta = 1 on a C we clear
 // first, so what the output buffer held before (a recycled intermediate: here NaN) never reaches
-// the result, on the batched, the split and the tiled path, and the bits are those of a call
-// with beta = 0.
+// the result, on the batched path and on C split by rows and by columns, and the result does not
+// depend on what the buffer held.
 TEST(CpuDotTest, WhatTheOutputBufferHeldDoesNotReachTheResult) {
   ForEachBlas([] {
     struct Case { Shape lhs, rhs; DotGeneralAttrs attrs; };
     const std::vector<Case> cases = {
         {{3, 48, 40}, {3, 40, 56}, {{0}, {0}, {2}, {1}}},      // a batch: one call per product
         {{128, 96}, {96, 130}, {{}, {}, {1}, {0}}},            // split over the pool
-        {{1100, 32}, {1100, 2000}, {{}, {}, {0}, {0}}},        // x^T y: tiles of C, strided
+        {{1100, 32}, {1100, 2000}, {{}, {}, {0}, {0}}},        // x^T y: column blocks (strided rows)
     };
     for (const Case& c : cases) {
       SCOPED_TRACE(c.lhs.ToString() + " x " + c.rhs.ToString());
