@@ -625,6 +625,7 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
         ++rs.stats.kernels_run;
         bool done = false;
         const auto t0 = st.label.empty() ? std::chrono::steady_clock::time_point{} : std::chrono::steady_clock::now();
+        const int64_t splits = st.label.empty() ? 0 : ThreadPool::Global().dispatches();
         try {
           if (st.kind == Step::kCollective) {
             RunCollective(rs, st, slots);
@@ -677,7 +678,7 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
         }
         if (!st.label.empty())
           profile::Record(st.label, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                          StepBytes(st));
+                          StepBytes(st), ThreadPool::Global().dispatches() != splits);
         Produced(rs, st, slots);
         break;
       }
