@@ -262,8 +262,7 @@ TEST(CpuDotTest, NonFiniteValuesMatchTheExactLoop) {
 
 // Note [Zeroing C ourselves] (cpu_dot.cc): OpenBLAS is called with beta = 1 on a C we clear
 // first, so what the output buffer held before (a recycled intermediate: here NaN) never reaches
-// the result, on the batched path and on C split by rows and by columns, and the result does not
-// depend on what the buffer held.
+// the result, on the batched path and on C split by rows and by columns.
 TEST(CpuDotTest, WhatTheOutputBufferHeldDoesNotReachTheResult) {
   ForEachBlas([] {
     struct Case { Shape lhs, rhs; DotGeneralAttrs attrs; };
