@@ -36,6 +36,8 @@ std::string DefaultCacheDir();
     "Generated kernels use vectorisable exp/log/tanh/erf (accuracy in docs/compiler.md); 0 = the C library's, bitwise equal to the interpreter.") \
   X(bool, profile, false,                                                                    \
     "Time every kernel the cpu and compiled backends run; print the top kernels at exit.")   \
+  X(std::string, trace, std::string(),                                                       \
+    "When set, write a timeline of the run to this file at exit (Chrome trace JSON: open it in Perfetto or chrome://tracing): every kernel, pool chunk, executable run and sync() as a span on its thread.") \
   X(std::string, blas, std::string("auto"),                                                   \
     "BLAS for dot_general's large products: auto (MKL on Intel CPUs when it loads, else OpenBLAS), mkl or openblas.") \
   X(std::string, mkl_library, std::string(),                                                 \

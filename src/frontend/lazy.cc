@@ -19,6 +19,7 @@
 #include "core/flags.h"
 #include "ir/hash.h"
 #include "ir/verifier.h"
+#include "runtime/profile.h"
 #include "runtime/thread_pool.h"
 
 namespace axle::detail {
@@ -319,12 +320,16 @@ void AsyncBuffer::SetSharded(std::shared_ptr<ShardedData> shards) {
   cv_.notify_all();
 }
 
+void AsyncBuffer::WaitReady(std::unique_lock<std::mutex>& lock) {
+  if (ready_) return;
+  runtime::CompetingScope blocked(HostBlocked());
+  runtime::profile::TraceScope span("wait for a step's result");
+  cv_.wait(lock, [&] { return ready_; });
+}
+
 const runtime::BufferPtr& AsyncBuffer::Get() {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!ready_) {
-    runtime::CompetingScope blocked(HostBlocked());
-    cv_.wait(lock, [&] { return ready_; });
-  }
+  WaitReady(lock);
   if (error_) std::rethrow_exception(error_);
   if (buffer_ == nullptr && sharded_ != nullptr) buffer_ = AssembleShards(*sharded_);
   AXLE_CHECK(buffer_ != nullptr, "a donated buffer was read after its step took it");
@@ -333,10 +338,7 @@ const runtime::BufferPtr& AsyncBuffer::Get() {
 
 runtime::BufferPtr AsyncBuffer::Take() {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!ready_) {
-    runtime::CompetingScope blocked(HostBlocked());
-    cv_.wait(lock, [&] { return ready_; });
-  }
+  WaitReady(lock);
   if (error_) std::rethrow_exception(error_);
   if (buffer_ == nullptr && sharded_ != nullptr) buffer_ = AssembleShards(*sharded_);
   sharded_ = nullptr;
@@ -345,20 +347,14 @@ runtime::BufferPtr AsyncBuffer::Take() {
 
 std::shared_ptr<ShardedData> AsyncBuffer::GetSharded() {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!ready_) {
-    runtime::CompetingScope blocked(HostBlocked());
-    cv_.wait(lock, [&] { return ready_; });
-  }
+  WaitReady(lock);
   if (error_) std::rethrow_exception(error_);
   return sharded_;
 }
 
 std::shared_ptr<ShardedData> AsyncBuffer::TakeSharded() {
   std::unique_lock<std::mutex> lock(mu_);
-  if (!ready_) {
-    runtime::CompetingScope blocked(HostBlocked());
-    cv_.wait(lock, [&] { return ready_; });
-  }
+  WaitReady(lock);
   if (error_) std::rethrow_exception(error_);
   if (sharded_ != nullptr) buffer_ = nullptr;
   return std::move(sharded_);
@@ -544,6 +540,7 @@ using detail::Trace;
 using detail::TensorImpl;
 
 void sync() {
+  runtime::profile::TraceScope span("sync");
   const auto cut_start = std::chrono::steady_clock::now();
   std::unique_ptr<Trace>& trace_ptr = detail::TracePtr();
   Trace& t = *trace_ptr;

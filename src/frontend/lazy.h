@@ -61,6 +61,9 @@ class AsyncBuffer {
   std::optional<ir::Mesh> mesh;
 
  private:
+  // Blocks until the value is ready (the host then competes for no core; AXLE_TRACE shows the wait).
+  void WaitReady(std::unique_lock<std::mutex>& lock);
+
   std::mutex mu_;
   std::condition_variable cv_;
   runtime::BufferPtr buffer_;

@@ -172,6 +172,8 @@ class CpuExecutable final : public Executable {
   // Counts the step's results as live (peak bytes included) once it has run.
   void Produced(RunState& rs, const Step& st, std::vector<SlotState>& slots) const;
   int64_t StepBytes(const Step& st) const;  // operands + results (AXLE_PROFILE)
+  // A labelled step that ran from t0 to now: a row of AXLE_PROFILE's table, a span of AXLE_TRACE's.
+  void Timed(const Step& st, std::chrono::steady_clock::time_point t0, bool parallel) const;
   Error StepError(const Step& st, const Error& e) const;  // e, naming the step's node
   BufferPtr Allocate(RunState& rs, const ir::TensorType& type, bool& donated);
 
@@ -179,6 +181,7 @@ class CpuExecutable final : public Executable {
   std::vector<GeneratedKernel> generated_;
   std::shared_ptr<const void> keep_alive_;  // what the generated kernels' code lives in
   std::string backend_;
+  std::string run_label_;  // AXLE_TRACE's span of a whole run: "run @module (backend)"
   const ir::Function* f_ = nullptr;
   std::vector<Step> steps_;
   std::vector<int64_t> slot_bytes_;
@@ -250,6 +253,7 @@ void MarkPairs(std::vector<Step>& steps) {
 void CpuExecutable::Plan(std::vector<PlanItem> items) {
   f_ = module_->entry();
   if (f_ == nullptr) Fail("{} backend: module @{} has no entry function", backend_, module_->name());
+  if (profile::TraceEnabled()) run_label_ = fmt::format("run @{} ({})", module_->name(), backend_);
   std::unordered_map<const Value*, int> slot;
   std::unordered_map<const Node*, size_t> pos_of;
   std::vector<size_t> last_use;
@@ -299,7 +303,7 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
       st.results.push_back(s);
     }
     if (st.kind == Step::kGenerated) {
-      if (profile::Enabled()) st.label = st.generated->label;
+      if (profile::Labeling()) st.label = st.generated->label;
       steps_.push_back(std::move(st));
       continue;
     }
@@ -320,7 +324,7 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
       case OpKind::kCollectivePermute:
         st.kind = Step::kCollective;
         has_collectives_ = true;
-        if (profile::Enabled()) st.label = profile::NodeLabel(n);
+        if (profile::Labeling()) st.label = profile::NodeLabel(n);
         break;
       default:
         if (n.info().traits & ir::kCollective)
@@ -330,7 +334,7 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
         if (n.num_results() == 1) st.kernel = cpu::SelectKernel(n);
         if (!st.kernel.fn && !ir::HasInterpreterKernel(n.op()))
           Fail("@{}: {}: no cpu or interpreter kernel for op {}", f_->name(), DescribeNode(n, st.pos), n.name());
-        if (profile::Enabled()) st.label = profile::NodeLabel(n);
+        if (profile::Labeling()) st.label = profile::NodeLabel(n);
         break;
     }
     steps_.push_back(std::move(st));
@@ -389,6 +393,12 @@ int64_t CpuExecutable::StepBytes(const Step& st) const {
   for (int s : st.operands) bytes += slot_bytes_[static_cast<size_t>(s)];
   for (int s : st.results) bytes += slot_bytes_[static_cast<size_t>(s)];
   return bytes;
+}
+
+void CpuExecutable::Timed(const Step& st, std::chrono::steady_clock::time_point t0, bool parallel) const {
+  const auto t1 = std::chrono::steady_clock::now();
+  if (profile::Enabled()) profile::Record(st.label, std::chrono::duration<double>(t1 - t0).count(), StepBytes(st), parallel);
+  profile::TraceSpan(st.label, t0, t1);
 }
 
 Error CpuExecutable::StepError(const Step& st, const Error& e) const {
@@ -486,7 +496,9 @@ void CpuExecutable::RunPair(RunState& rs, const Step& a, const Step& b, std::vec
       } catch (...) {
         error[i] = std::current_exception();
       }
-      secs[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const auto t1 = std::chrono::steady_clock::now();
+      secs[i] = std::chrono::duration<double>(t1 - t0).count();
+      profile::TraceSpan(st[i]->label, t0, t1);  // on the thread that ran it
     }
   }, 1);
   for (int i = 0; i < 2; ++i) {
@@ -509,7 +521,7 @@ void CpuExecutable::RunPair(RunState& rs, const Step& a, const Step& b, std::vec
       throw StepError(s, e);
     }
     Produced(rs, s, slots);
-    if (!s.label.empty()) profile::Record(s.label, secs[i], StepBytes(s), /*parallel=*/false);
+    if (!s.label.empty() && profile::Enabled()) profile::Record(s.label, secs[i], StepBytes(s), /*parallel=*/false);
   }
 }
 
@@ -563,6 +575,7 @@ std::vector<BufferPtr> CpuExecutable::ExecuteOnDevice(std::vector<BufferPtr> arg
 
 std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState& rs) {
   CheckArguments(args);
+  profile::TraceScope span(run_label_);
   bool keep = false;
   {
     std::lock_guard<std::mutex> lock(kept_mu_);  // Note [Buffers kept between runs]
@@ -613,11 +626,12 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
         ++rs.stats.kernels_run;
         const auto t0 = st.label.empty() ? std::chrono::steady_clock::time_point{} : std::chrono::steady_clock::now();
         const int64_t splits = st.label.empty() ? 0 : ThreadPool::Global().dispatches();
-        RunGenerated(rs, st, slots);
+        {
+          ThreadPool::CallLabel chunks(st.label);
+          RunGenerated(rs, st, slots);
+        }
         Produced(rs, st, slots);
-        if (!st.label.empty())
-          profile::Record(st.label, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                          StepBytes(st), ThreadPool::Global().dispatches() != splits);
+        if (!st.label.empty()) Timed(st, t0, ThreadPool::Global().dispatches() != splits);
         break;
       }
       case Step::kCollective:
@@ -626,6 +640,7 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
         bool done = false;
         const auto t0 = st.label.empty() ? std::chrono::steady_clock::time_point{} : std::chrono::steady_clock::now();
         const int64_t splits = st.label.empty() ? 0 : ThreadPool::Global().dispatches();
+        ThreadPool::CallLabel chunks(st.label);
         try {
           if (st.kind == Step::kCollective) {
             RunCollective(rs, st, slots);
@@ -676,9 +691,7 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
         } catch (const Error& e) {
           throw StepError(st, e);
         }
-        if (!st.label.empty())
-          profile::Record(st.label, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-                          StepBytes(st), ThreadPool::Global().dispatches() != splits);
+        if (!st.label.empty()) Timed(st, t0, ThreadPool::Global().dispatches() != splits);
         Produced(rs, st, slots);
         break;
       }

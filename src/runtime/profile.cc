@@ -1,12 +1,19 @@
 #include "runtime/profile.h"
 
 #include <fmt/format.h>
+#include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
 #include <vector>
 
 #include "core/flags.h"
@@ -89,6 +96,128 @@ std::string NodeLabel(const ir::Node& n) {
 void Reset() {
   std::lock_guard<std::mutex> lock(Mu());
   Table().clear();
+}
+
+// --- AXLE_TRACE ---
+namespace {
+
+struct Span {
+  int name;
+  int thread;
+  int64_t begin_ns, dur_ns;
+};
+
+struct Trace {
+  std::mutex mu;
+  std::vector<Span> spans;
+  std::vector<std::string> names;
+  std::unordered_map<std::string, int> name_index;
+  std::vector<std::string> threads;  // index: the thread's number in the trace
+  int64_t dropped = 0;
+};
+Trace& GetTrace() {
+  static auto* t = new Trace;  // never destroyed: threads may record during static destruction
+  return *t;
+}
+std::atomic<bool> g_trace_on{false};
+thread_local int tls_thread = -1;
+
+int64_t Nanos(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+void WriteTraceAtExit() {
+  const std::string path = flags::trace();
+  const std::string json = TraceJson();
+  // Atomic like the cache's entries: a reader never sees half a file.
+  const std::string tmp = fmt::format("{}.tmp{}", path, static_cast<long>(getpid()));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << json;
+    if (!out.flush()) {
+      std::fprintf(stderr, "axle: AXLE_TRACE: cannot write %s (check that its directory exists and is writable)\n",
+                   tmp.c_str());
+      return;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::fprintf(stderr, "axle: AXLE_TRACE: cannot rename %s to %s: %s\n", tmp.c_str(), path.c_str(),
+                 ec.message().c_str());
+    std::filesystem::remove(tmp, ec);
+    return;
+  }
+  std::fprintf(stderr, "axle trace: %s (open it in ui.perfetto.dev or chrome://tracing)\n", path.c_str());
+}
+
+}  // namespace
+
+bool TraceEnabled() {
+  static const bool from_flag = [] {
+    const bool v = !flags::trace().empty();
+    if (v) {
+      g_trace_on.store(true, std::memory_order_relaxed);
+      std::atexit(WriteTraceAtExit);
+    }
+    return v;
+  }();
+  (void)from_flag;
+  return g_trace_on.load(std::memory_order_relaxed);
+}
+
+void SetTraceForTesting(bool on) {
+  (void)TraceEnabled();
+  g_trace_on.store(on, std::memory_order_relaxed);
+}
+
+void TraceSpan(std::string_view name, Clock::time_point begin, Clock::time_point end) {
+  if (!TraceEnabled()) return;
+  Trace& t = GetTrace();
+  std::lock_guard<std::mutex> lock(t.mu);
+  if (static_cast<int64_t>(t.spans.size()) >= kMaxTraceEvents) {
+    ++t.dropped;
+    return;
+  }
+  if (tls_thread < 0) {
+    char buf[32] = {0};
+    if (pthread_getname_np(pthread_self(), buf, sizeof buf) != 0 || buf[0] == 0)
+      std::snprintf(buf, sizeof buf, "thread %zu", t.threads.size());
+    tls_thread = static_cast<int>(t.threads.size());
+    t.threads.emplace_back(buf);
+  }
+  auto [it, fresh] = t.name_index.try_emplace(std::string(name), static_cast<int>(t.names.size()));
+  if (fresh) t.names.emplace_back(name);
+  t.spans.push_back({it->second, tls_thread, Nanos(begin), Nanos(end) - Nanos(begin)});
+}
+
+std::string TraceJson() {
+  Trace& t = GetTrace();
+  std::lock_guard<std::mutex> lock(t.mu);
+  int64_t origin = 0;
+  for (size_t i = 0; i < t.spans.size(); ++i)
+    if (i == 0 || t.spans[i].begin_ns < origin) origin = t.spans[i].begin_ns;
+  nlohmann::json events = nlohmann::json::array();
+  for (size_t k = 0; k < t.threads.size(); ++k)
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", k}, {"args", {{"name", t.threads[k]}}}});
+  for (const Span& s : t.spans)
+    events.push_back({{"name", t.names[static_cast<size_t>(s.name)]},
+                      {"ph", "X"},
+                      {"pid", 0},
+                      {"tid", s.thread},
+                      {"ts", static_cast<double>(s.begin_ns - origin) / 1e3},
+                      {"dur", static_cast<double>(s.dur_ns) / 1e3}});
+  nlohmann::json doc = {{"traceEvents", std::move(events)},
+                        {"displayTimeUnit", "ms"},
+                        {"otherData", {{"producer", "axle (AXLE_TRACE)"}, {"dropped_spans", t.dropped}}}};
+  return doc.dump();
+}
+
+void ResetTrace() {
+  Trace& t = GetTrace();
+  std::lock_guard<std::mutex> lock(t.mu);
+  t.spans.clear();
+  t.dropped = 0;
 }
 
 }  // namespace axle::runtime::profile

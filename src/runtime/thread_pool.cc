@@ -6,10 +6,13 @@
 #include <exception>
 #include <string>
 
+#include "runtime/profile.h"
+
 namespace axle::runtime {
 namespace {
 thread_local bool tls_in_pool_body = false;
 thread_local bool tls_inline = false;
+thread_local const std::string* tls_call_label = nullptr;  // ThreadPool::CallLabel
 
 // Note [Pool spinning] (thread_pool.h).
 constexpr int64_t kWorkerSpinMicros = 5000;
@@ -49,7 +52,7 @@ static void Chunk(int64_t n, int64_t parts, int64_t index, int64_t& begin, int64
 
 // Note [Pool chunks] (thread_pool.h): claims chunks of call `gen` until none is left.
 void ThreadPool::RunChunks(uint32_t gen, const std::function<void(int64_t, int64_t)>* fn, int64_t n,
-                           int64_t chunks) {
+                           int64_t chunks, const std::string* label) {
   for (;;) {
     uint64_t t = ticket_.load(std::memory_order_acquire);
     do {
@@ -61,7 +64,13 @@ void ThreadPool::RunChunks(uint32_t gen, const std::function<void(int64_t, int64
     const bool nested = tls_in_pool_body;
     tls_in_pool_body = true;
     try {
-      (*fn)(b, e);
+      if (label != nullptr) {
+        const auto t0 = profile::Clock::now();
+        (*fn)(b, e);
+        profile::TraceSpan(*label, t0, profile::Clock::now());
+      } else {
+        (*fn)(b, e);
+      }
     } catch (...) {
       error = std::current_exception();  // rethrown by the caller of ParallelFor
     }
@@ -81,6 +90,7 @@ void ThreadPool::WorkerLoop(int /*index*/) {
   int64_t seen = 0;
   for (;;) {
     const std::function<void(int64_t, int64_t)>* fn;
+    const std::string* label;
     int64_t n, chunks;
     // Crowded (Note [Competing threads]): sleep at once, leaving the core to the competing thread.
     SpinUntil([&] { return generation_.load(std::memory_order_acquire) != seen || Crowded(); }, kWorkerSpinMicros);
@@ -92,9 +102,10 @@ void ThreadPool::WorkerLoop(int /*index*/) {
       fn = fn_;
       n = n_;
       chunks = chunks_;
+      label = label_;
     }
     // The call may be over already (fn null, every chunk claimed): RunChunks then claims nothing.
-    RunChunks(static_cast<uint32_t>(seen), fn, n, chunks);
+    RunChunks(static_cast<uint32_t>(seen), fn, n, chunks, label);
   }
 }
 
@@ -115,6 +126,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_parallel, const std::functio
   {
     std::lock_guard<std::mutex> lock(mu_);
     fn_ = &fn;
+    label_ = tls_call_label;
     n_ = n;
     chunks_ = chunks;
     done_.store(0, std::memory_order_relaxed);
@@ -137,5 +149,10 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_parallel, const std::functio
 }
 
 void ThreadPool::SetThreadInline(bool on) { tls_inline = on; }
+
+ThreadPool::CallLabel::CallLabel(const std::string& label) : previous_(tls_call_label) {
+  if (!label.empty() && profile::TraceEnabled()) tls_call_label = &label;
+}
+ThreadPool::CallLabel::~CallLabel() { tls_call_label = previous_; }
 
 }  // namespace axle::runtime

@@ -50,6 +50,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -107,6 +108,19 @@ class ThreadPool {
   // Every ParallelFor called from this thread runs inline (CpuDevices: a device thread per core).
   static void SetThreadInline(bool on);
 
+  // AXLE_TRACE: while one is alive, the chunks that workers run for this thread's ParallelFor
+  // calls are spans named `label` in the trace (profile.h). An empty label records nothing.
+  class CallLabel {
+   public:
+    explicit CallLabel(const std::string& label);
+    ~CallLabel();
+    CallLabel(const CallLabel&) = delete;
+    CallLabel& operator=(const CallLabel&) = delete;
+
+   private:
+    const std::string* previous_;
+  };
+
   // Note [Competing threads]: threads outside the pool that now compete for its cores (+1 when
   // one starts, -1 when it blocks or ends; the count may dip below zero in between).
   void AddCompeting(int delta) { competing_.fetch_add(delta, std::memory_order_relaxed); }
@@ -117,13 +131,15 @@ class ThreadPool {
 
  private:
   void WorkerLoop(int index);
-  void RunChunks(uint32_t gen, const std::function<void(int64_t, int64_t)>* fn, int64_t n, int64_t chunks);
+  void RunChunks(uint32_t gen, const std::function<void(int64_t, int64_t)>* fn, int64_t n, int64_t chunks,
+                 const std::string* label = nullptr);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;                 // guards everything below, and serialises ParallelFor calls
   std::mutex call_mu_;
   std::condition_variable work_cv_, done_cv_;
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  const std::string* label_ = nullptr;  // CallLabel of the current call's caller (AXLE_TRACE)
   int64_t n_ = 0;
   int64_t chunks_ = 0;
   std::atomic<int64_t> generation_{0};  // written under mu_; read while spinning
