@@ -397,7 +397,8 @@ int64_t CpuExecutable::StepBytes(const Step& st) const {
 
 void CpuExecutable::Timed(const Step& st, std::chrono::steady_clock::time_point t0, bool parallel) const {
   const auto t1 = std::chrono::steady_clock::now();
-  if (profile::Enabled()) profile::Record(st.label, std::chrono::duration<double>(t1 - t0).count(), StepBytes(st), parallel);
+  if (profile::Enabled())
+    profile::Record(st.label, std::chrono::duration<double>(t1 - t0).count(), StepBytes(st), parallel);
   profile::TraceSpan(st.label, t0, t1);
 }
 

@@ -199,7 +199,8 @@ std::string TraceJson() {
     if (i == 0 || t.spans[i].begin_ns < origin) origin = t.spans[i].begin_ns;
   nlohmann::json events = nlohmann::json::array();
   for (size_t k = 0; k < t.threads.size(); ++k)
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", k}, {"args", {{"name", t.threads[k]}}}});
+    events.push_back(
+        {{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", k}, {"args", {{"name", t.threads[k]}}}});
   for (const Span& s : t.spans)
     events.push_back({{"name", t.names[static_cast<size_t>(s.name)]},
                       {"ph", "X"},
