@@ -13,6 +13,7 @@
 #include <set>
 #include <system_error>
 
+#include "core/file.h"
 #include "core/half.h"
 
 namespace axle::ir {
@@ -317,13 +318,6 @@ std::vector<uint8_t> ReadFileBytes(const std::string& path) {
   return bytes;
 }
 
-// Removes `tmp` and throws the error of a failed WriteNpy step.
-[[noreturn]] void FailWrite(const std::string& path, const std::string& tmp, std::string_view step,
-                            int err) {
-  ::unlink(tmp.c_str());
-  Fail("cannot write .npy file '{}': {} '{}' failed: {}", path, step, tmp, ErrnoText(err));
-}
-
 }  // namespace
 
 Literal ParseNpy(std::span<const uint8_t> bytes, std::string_view name_for_errors) {
@@ -413,27 +407,7 @@ Literal ReadNpy(const std::string& path) {
 
 void WriteNpy(const std::string& path, const Literal& lit) {
   const std::vector<uint8_t> bytes = SerializeNpy(lit);
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) FailWrite(path, tmp, "creating", errno);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      FailWrite(path, tmp, "writing", err);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    FailWrite(path, tmp, "syncing", err);
-  }
-  if (::close(fd) != 0) FailWrite(path, tmp, "closing", errno);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) FailWrite(path, tmp, "renaming", errno);
+  WriteFileAtomically(path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()), ".npy file");
 }
 
 }  // namespace axle::ir

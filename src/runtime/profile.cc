@@ -2,20 +2,19 @@
 
 #include <fmt/format.h>
 #include <pthread.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <vector>
 
+#include "core/error.h"
+#include "core/file.h"
 #include "core/flags.h"
 
 namespace axle::runtime::profile {
@@ -128,24 +127,10 @@ int64_t Nanos(Clock::time_point t) {
 
 void WriteTraceAtExit() {
   const std::string path = flags::trace();
-  const std::string json = TraceJson();
-  // Atomic like the cache's entries: a reader never sees half a file.
-  const std::string tmp = fmt::format("{}.tmp{}", path, static_cast<long>(getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << json;
-    if (!out.flush()) {
-      std::fprintf(stderr, "axle: AXLE_TRACE: cannot write %s (check that its directory exists and is writable)\n",
-                   tmp.c_str());
-      return;
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::fprintf(stderr, "axle: AXLE_TRACE: cannot rename %s to %s: %s\n", tmp.c_str(), path.c_str(),
-                 ec.message().c_str());
-    std::filesystem::remove(tmp, ec);
+  try {
+    WriteFileAtomically(path, TraceJson(), "AXLE_TRACE's timeline");
+  } catch (const Error& e) {
+    std::fprintf(stderr, "axle: %s (check that the directory exists and is writable)\n", e.what());
     return;
   }
   std::fprintf(stderr, "axle trace: %s (open it in ui.perfetto.dev or chrome://tracing)\n", path.c_str());
@@ -194,24 +179,33 @@ void TraceSpan(std::string_view name, Clock::time_point begin, Clock::time_point
 std::string TraceJson() {
   Trace& t = GetTrace();
   std::lock_guard<std::mutex> lock(t.mu);
-  int64_t origin = 0;
-  for (size_t i = 0; i < t.spans.size(); ++i)
-    if (i == 0 || t.spans[i].begin_ns < origin) origin = t.spans[i].begin_ns;
-  nlohmann::json events = nlohmann::json::array();
-  for (size_t k = 0; k < t.threads.size(); ++k)
-    events.push_back(
-        {{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", k}, {"args", {{"name", t.threads[k]}}}});
-  for (const Span& s : t.spans)
-    events.push_back({{"name", t.names[static_cast<size_t>(s.name)]},
-                      {"ph", "X"},
-                      {"pid", 0},
-                      {"tid", s.thread},
-                      {"ts", static_cast<double>(s.begin_ns - origin) / 1e3},
-                      {"dur", static_cast<double>(s.dur_ns) / 1e3}});
-  nlohmann::json doc = {{"traceEvents", std::move(events)},
-                        {"displayTimeUnit", "ms"},
-                        {"otherData", {{"producer", "axle (AXLE_TRACE)"}, {"dropped_spans", t.dropped}}}};
-  return doc.dump();
+  int64_t origin = t.spans.empty() ? 0 : t.spans[0].begin_ns;
+  for (const Span& s : t.spans) origin = std::min(origin, s.begin_ns);
+  // Written event by event (a full trace is millions of them); only the strings go through
+  // nlohmann's escaping, each once.
+  std::vector<std::string> names;
+  names.reserve(t.names.size());
+  for (const std::string& n : t.names) names.push_back(nlohmann::json(n).dump());
+  std::string out = "{\"traceEvents\":[";
+  bool first = true;
+  auto sep = [&] {
+    if (!first) out += ',';
+    first = false;
+  };
+  for (size_t k = 0; k < t.threads.size(); ++k) {
+    sep();
+    out += fmt::format(R"({{"name":"thread_name","ph":"M","pid":0,"tid":{},"args":{{"name":{}}}}})", k,
+                       nlohmann::json(t.threads[k]).dump());
+  }
+  for (const Span& s : t.spans) {
+    sep();
+    out += fmt::format(R"({{"name":{},"ph":"X","pid":0,"tid":{},"ts":{:.3f},"dur":{:.3f}}})",
+                       names[static_cast<size_t>(s.name)], s.thread, static_cast<double>(s.begin_ns - origin) / 1e3,
+                       static_cast<double>(s.dur_ns) / 1e3);
+  }
+  out += fmt::format(
+      R"J(],"displayTimeUnit":"ms","otherData":{{"producer":"axle (AXLE_TRACE)","dropped_spans":{}}}}})J", t.dropped);
+  return out;
 }
 
 void ResetTrace() {
