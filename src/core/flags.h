@@ -39,9 +39,11 @@ std::string DefaultCacheDir();
   X(std::string, trace, std::string(),                                                       \
     "When set, write a timeline of the run to this file at exit (Chrome trace JSON: open it in Perfetto or chrome://tracing): every kernel, pool chunk, executable run and sync() as a span on its thread.") \
   X(std::string, blas, std::string("auto"),                                                   \
-    "BLAS for dot_general's large products: auto (MKL on Intel CPUs when it loads, else OpenBLAS), mkl or openblas.") \
+    "BLAS for dot_general's large products: auto (MKL on Intel CPUs when it loads, else onednn when oneDNN loads, else OpenBLAS), mkl, onednn (oneDNN's sgemm for small and medium f32 products, OpenBLAS for the rest) or openblas.") \
   X(std::string, mkl_library, std::string(),                                                 \
     "Path of MKL's libmkl_rt.so.N; empty: the one CMake found at build time, else libmkl_rt on the loader's path.") \
+  X(std::string, dnnl_library, std::string(),                                                \
+    "Path of oneDNN's libdnnl.so.N; empty: libdnnl.so.3 or libdnnl.so.2 on the loader's path.") \
   X(int64_t, cpu_devices, int64_t{1},                                                        \
     "Virtual CPU devices in this process, each with its own thread; a module partitioned for N replicas runs on N of them (replica r = device r).")
 

@@ -12,7 +12,8 @@
 //     --config 124m 191.6 / 204.5 against 215.6 / 216.8. (PyTorch with MKL preloaded trains small
 //     at 7.9K there, against 22-24K on OpenBLAS.)
 // So auto takes MKL when it is installed and the CPU's vendor is GenuineIntel (cpuid leaf 0), and
-// OpenBLAS (Debian's, linked) otherwise; AXLE_BLAS=openblas|mkl forces either.
+// OpenBLAS (Debian's, linked) otherwise, with oneDNN beside it when that loads (Note [Products
+// through oneDNN]); AXLE_BLAS=openblas|onednn|mkl forces one.
 //
 // MKL is dlopen'ed, not linked: it comes from PyPI (`pip install --no-deps mkl` puts libmkl_rt in
 // the Python prefix's lib/) or Debian's non-free libmkl-rt, and a build without it must work. Before
@@ -24,6 +25,31 @@
 //     16-byte aligned); it cost nothing measurable on the GPT-2 products.
 // Both libraries multiply every pair of a product (neither skips zeros), which Note [BLAS and
 // non-finite values] (cpu_dot.cc) relies on; the dot tests with inf / NaN operands run on both.
+
+// Note [Products through oneDNN]
+// GPT-2 small's products are small: 512 x 128 x 128 to 512 x 512 x 128, and the attention's
+// 64 x 64 x 32 (32 of them a batch). OpenBLAS packs both panels of every call and runs them at
+// 52-74 GFLOP/s on one Zen 3 thread, the attention's at 38-62; oneDNN's sgemm (its JIT AVX2 / AVX-512
+// kernels) runs most of them faster. A C harness calling each library as cpu_dot.cc does (one
+// thread, OpenBLAS with C cleared and beta = 1 as in Note [Zeroing C ourselves], oneDNN with
+// beta = 0, operands rotating over 16 sets; best of 5, two runs, GFLOP/s OpenBLAS -> oneDNN):
+//   - the attention's (64 x 64 x 32 and 64 x 32 x 64, every transpose): 41-63 -> 56-78;
+//   - op(A) = A, the forward products and the dx = dy w^T ones: 512 x 128 x 128 53-54 -> 65-81,
+//     512 x 384 x 128 59-69 -> 66-81, 512 x 128 x 384 59-65 -> 69, 512 x 512 x 128 64-73 -> 67-82
+//     (one shape either way: 512 x 512 x 128 NN 64-72 -> 60-67);
+//   - op(A) = A^T, the weight gradients dw = x^T dy (K = the tokens): OpenBLAS is the faster,
+//     65-81 against 59-78.
+// So with AXLE_BLAS=onednn (auto's choice off Intel when libdnnl loads) a product goes to oneDNN
+// when DnnlTakes(): at most kDnnlAnyMacs multiply-adds whatever the transposes, or at most
+// kDnnlMaxMacs with A not transposed; everything else (the large products of GPT-2 124M, which this
+// was not measured on, and every dgemm) stays with OpenBLAS. The rule reads only the product's shape,
+// so which library computes a product, and so its bits, never depends on the schedule.
+// libdnnl is dlopen'ed like MKL (a build without it works unchanged). Debian's is built on OpenMP:
+// dnnl_sgemm takes omp_get_max_threads() threads, so each thread that calls it first sets its own
+// OpenMP thread count to 1 (omp_set_num_threads is per thread in libgomp): the pool, not OpenMP,
+// parallelizes (Note [BLAS threads], cpu_dot.cc). A libdnnl on TBB or a threadpool runtime is not
+// used. oneDNN multiplies every pair as the BLAS do (Note [BLAS and non-finite values]; the dot
+// tests with inf / NaN operands run on it too).
 #include "runtime/blas.h"
 
 #include <cblas.h>
@@ -35,6 +61,7 @@
 #include <strings.h>
 
 #include <atomic>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -188,6 +215,73 @@ const Mkl& LoadMkl() {
   return mkl;
 }
 
+struct Dnnl {
+  DnnlSgemm sgemm = nullptr;
+  void (*threads)(int) = nullptr;  // omp_set_num_threads; null for a sequential build
+  std::string detail;              // version and path when loaded
+  std::string error;               // why not, when not
+};
+
+// Loaded once; the handle is never closed. dnnl_version_t's layout (oneDNN 2 and 3).
+struct DnnlVersion {
+  int major, minor, patch;
+  const char* hash;
+  unsigned cpu_runtime, gpu_runtime;
+};
+constexpr unsigned kDnnlRuntimeSeq = 1, kDnnlRuntimeOmp = 2;
+
+const Dnnl& LoadDnnl() {
+  static const Dnnl dnnl = [] {
+    Dnnl d;
+    std::vector<std::string> candidates;
+    if (const std::string path = flags::dnnl_library(); !path.empty())
+      candidates.push_back(path);
+    else
+      candidates = {"libdnnl.so.3", "libdnnl.so.2"};
+    // Its JIT code and OpenMP runtime are not instrumented, and it was never run under the
+    // sanitizers: a sanitizer build keeps to OpenBLAS, as with MKL.
+    if (kSanitized) {
+      d.error = fmt::format("{}: not loaded in a sanitizer build", candidates.front());
+      return d;
+    }
+    void* handle = nullptr;
+    std::string path;
+    for (const std::string& c : candidates) {
+      if ((handle = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) {
+        path = c;
+        break;
+      }
+      if (d.error.empty()) d.error = ::dlerror();
+    }
+    if (handle == nullptr) return d;
+    auto sgemm = reinterpret_cast<DnnlSgemm>(::dlsym(handle, "dnnl_sgemm"));
+    auto version = reinterpret_cast<const DnnlVersion* (*)()>(::dlsym(handle, "dnnl_version"));
+    if (!sgemm || !version) {
+      d.error = fmt::format("{} lacks dnnl_sgemm or dnnl_version (is it oneDNN's libdnnl?)", path);
+      return d;
+    }
+    const DnnlVersion& v = *version();
+    if (v.cpu_runtime == kDnnlRuntimeOmp) {
+      // libgomp is among libdnnl's own dependencies: dlsym on its handle finds it there.
+      d.threads = reinterpret_cast<void (*)(int)>(::dlsym(handle, "omp_set_num_threads"));
+      if (!d.threads) {
+        d.error = fmt::format("{} runs on OpenMP, but omp_set_num_threads is not among its libraries", path);
+        return d;
+      }
+    } else if (v.cpu_runtime != kDnnlRuntimeSeq) {
+      d.error = fmt::format("{} runs on a CPU runtime other than OpenMP or sequential ({:#x}), which would start "
+                            "threads of its own beside Axle's pool",
+                            path, v.cpu_runtime);
+      return d;
+    }
+    d.sgemm = sgemm;
+    d.detail = fmt::format("oneDNN {}.{}.{} ({}), {}", v.major, v.minor, v.patch,
+                           v.cpu_runtime == kDnnlRuntimeOmp ? "OpenMP, one thread a caller" : "sequential", path);
+    return d;
+  }();
+  return dnnl;
+}
+
 BlasLibrary MakeOpenBlas(const std::string& why_not_mkl) {
   BlasLibrary b;
   b.name = "openblas";
@@ -211,12 +305,26 @@ BlasLibrary MakeMkl() {
   return b;
 }
 
+// oneDNN's sgemm for the products DnnlTakes() (Note [Products through oneDNN]), OpenBLAS for the rest.
+BlasLibrary MakeOnednn(const std::string& why_not_mkl) {
+  const Dnnl& d = LoadDnnl();
+  BlasLibrary b = MakeOpenBlas("");
+  b.name = "onednn";
+  b.detail = fmt::format("{} sgemm for products up to 2^{} multiply-adds (2^{} when A is transposed), else {}{}",
+                         d.detail, std::countr_zero(static_cast<uint64_t>(kDnnlMaxMacs)),
+                         std::countr_zero(static_cast<uint64_t>(kDnnlAnyMacs)), b.detail,
+                         why_not_mkl.empty() ? "" : fmt::format(" (MKL not loaded: {})", why_not_mkl));
+  b.dnnl_sgemm = d.sgemm;
+  b.dnnl_threads = d.threads;
+  return b;
+}
+
 std::mutex g_mu;
 std::atomic<const BlasLibrary*> g_active{nullptr};
 
 const BlasLibrary& Install(BlasLibrary lib) {
-  static BlasLibrary slots[2];  // one per library: a pointer handed out stays valid
-  BlasLibrary& slot = slots[lib.name == "mkl" ? 1 : 0];
+  static BlasLibrary slots[3];  // one per library: a pointer handed out stays valid
+  BlasLibrary& slot = slots[lib.name == "mkl" ? 1 : lib.name == "onednn" ? 2 : 0];
   slot = std::move(lib);
   g_active.store(&slot, std::memory_order_release);
   return slot;
@@ -233,14 +341,23 @@ const BlasLibrary& Select(const std::string& name) {
            LoadMkl().error);
     return Install(MakeMkl());
   }
-  if (name == "auto") {
-    if (CpuVendor() != "GenuineIntel")
-      return Install(MakeOpenBlas(fmt::format("the CPU is {}, where OpenBLAS is the faster; AXLE_BLAS=mkl forces it",
-                                              CpuVendor())));
-    return MklAvailable() ? Install(MakeMkl()) : Install(MakeOpenBlas(LoadMkl().error));
+  if (name == "onednn") {
+    if (!DnnlAvailable())
+      Fail("AXLE_BLAS=onednn, but oneDNN does not load: {}. Install it with `apt-get install libdnnl2`, or point "
+           "AXLE_DNNL_LIBRARY at libdnnl.so.N, or use AXLE_BLAS=openblas",
+           LoadDnnl().error);
+    return Install(MakeOnednn(""));
   }
-  Fail("AXLE_BLAS='{}' is not a BLAS Axle knows: use auto (MKL on an Intel CPU when it loads, else OpenBLAS), mkl "
-       "or openblas",
+  if (name == "auto") {
+    const bool intel = CpuVendor() == "GenuineIntel";
+    if (intel && MklAvailable()) return Install(MakeMkl());
+    const std::string why =
+        intel ? LoadMkl().error
+              : fmt::format("the CPU is {}, where OpenBLAS is the faster; AXLE_BLAS=mkl forces it", CpuVendor());
+    return DnnlAvailable() ? Install(MakeOnednn(why)) : Install(MakeOpenBlas(why));
+  }
+  Fail("AXLE_BLAS='{}' is not a BLAS Axle knows: use auto (MKL on an Intel CPU when it loads, else onednn when "
+       "oneDNN loads, else OpenBLAS), mkl, onednn or openblas",
        name);
 }
 
@@ -261,6 +378,8 @@ std::string CpuVendor() {
 }
 
 bool MklAvailable() { return LoadMkl().sgemm != nullptr; }
+
+bool DnnlAvailable() { return LoadDnnl().sgemm != nullptr; }
 
 const BlasLibrary& UseBlas(const std::string& name) {
   std::lock_guard<std::mutex> lock(g_mu);

@@ -269,9 +269,24 @@ void ClearBlock(T* c, int64_t rows, int64_t cols, int64_t ldc) {
   for (int64_t r = 0; r < rows; ++r) std::memset(c + r * ldc, 0, sizeof(T) * static_cast<size_t>(cols));
 }
 
-// C[M, N] = op(A) op(B) with explicit leading dimensions (row-major), through the BLAS in use.
+thread_local bool tls_dnnl_one_thread = false;  // this thread set its OpenMP thread count to 1
+
+// C[M, N] = op(A) op(B) with explicit leading dimensions (row-major), through the BLAS in use, or
+// through oneDNN when it takes the product (Note [Products through oneDNN], blas.cc).
 void Gemm(const BlasLibrary& blas, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
           const float* b, int64_t ldb, float* c, int64_t ldc) {
+  if (blas.dnnl_sgemm != nullptr && DnnlTakes(ta, M, N, K)) {
+    if (!tls_dnnl_one_thread) {
+      if (blas.dnnl_threads != nullptr) blas.dnnl_threads(1);
+      tls_dnnl_one_thread = true;
+    }
+    const int status = blas.dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+    if (status != 0)
+      Fail("oneDNN's sgemm failed (dnnl_status_t {}) on a {} x {} x {} product (lda {}, ldb {}, ldc {}); "
+           "AXLE_BLAS=openblas avoids it",
+           status, M, N, K, lda, ldb, ldc);
+    return;
+  }
   if (blas.zero_c_first) ClearBlock(c, M, N, ldc);
   blas.sgemm(kCblasRowMajor, ta ? kCblasTrans : kCblasNoTrans, tb ? kCblasTrans : kCblasNoTrans,
              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, a, static_cast<int>(lda), b,

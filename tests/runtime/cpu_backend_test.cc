@@ -10,6 +10,7 @@
 #include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <limits>
@@ -55,14 +56,19 @@ TEST(BackendRegistryTest, NamesAndUnknown) {
 }
 
 // Runs `body` once with each BLAS this machine loads (Note [Which BLAS], blas.cc): OpenBLAS
-// always, MKL when it is installed; then restores the choice AXLE_BLAS makes. Returns how many ran.
+// always, oneDNN beside it and MKL when they are installed; then restores the choice AXLE_BLAS
+// makes. Returns how many ran.
 int ForEachBlas(const std::function<void()>& body) {
   std::vector<std::string> names = {"openblas"};
-  static bool told = false;
+  static bool told_mkl = false, told_dnnl = false;
+  if (cpu::DnnlAvailable())
+    names.push_back("onednn");
+  else if (!std::exchange(told_dnnl, true))
+    std::cout << "note: oneDNN does not load here (scripts/setup.sh installs libdnnl2); its products are not tested\n";
   if (cpu::MklAvailable())
     names.push_back("mkl");
-  else if (!std::exchange(told, true))
-    std::cout << "note: MKL does not load here (scripts/setup.sh installs it); only OpenBLAS is tested\n";
+  else if (!std::exchange(told_mkl, true))
+    std::cout << "note: MKL does not load here (scripts/setup.sh installs it); it is not tested\n";
   for (const std::string& name : names) {
     SCOPED_TRACE("blas " + name);
     EXPECT_EQ(cpu::UseBlas(name).name, name);
@@ -102,18 +108,20 @@ TEST(BlasTest, UnknownNameIsAClearError) {
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("AXLE_BLAS='atlas'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("onednn"), std::string::npos) << e.what();
   }
 }
 
 // Note [Which BLAS]: auto takes MKL only on an Intel CPU, where it is the faster; elsewhere (AMD)
-// OpenBLAS, even when MKL is installed.
+// OpenBLAS, even when MKL is installed, with oneDNN beside it when that loads.
 TEST(BlasTest, AutoTakesMklOnlyOnIntel) {
   const std::string vendor = cpu::CpuVendor();
 #if defined(__x86_64__)
   EXPECT_EQ(vendor.size(), 12u) << vendor;
 #endif
   const bool intel = vendor == "GenuineIntel";
-  EXPECT_EQ(cpu::UseBlas("auto").name, intel && cpu::MklAvailable() ? "mkl" : "openblas") << vendor;
+  const std::string want = intel && cpu::MklAvailable() ? "mkl" : cpu::DnnlAvailable() ? "onednn" : "openblas";
+  EXPECT_EQ(cpu::UseBlas("auto").name, want) << vendor;
   if (!intel) {
     EXPECT_NE(cpu::Blas().detail.find(vendor), std::string::npos) << cpu::Blas().detail;
   }
@@ -150,8 +158,69 @@ TEST(BlasTest, SameBitsWhateverTheAlignment) {
       if (shift) {
         EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0) << shift;
       }
+      if (cpu::Blas().dnnl_sgemm != nullptr) {  // and oneDNN's, for the products it takes
+        std::vector<float> dnnl(want.size());
+        ASSERT_EQ(cpu::Blas().dnnl_sgemm('N', 'T', M, N, K, 1.0f, a, K, b, K, 0.0f, dnnl.data(), N), 0);
+        static std::vector<float> first;
+        if (shift == 0) first = dnnl;
+        EXPECT_EQ(std::memcmp(dnnl.data(), first.data(), dnnl.size() * sizeof(float)), 0) << "onednn " << shift;
+      }
     }
   });
+}
+
+// Note [Products through oneDNN]: which products oneDNN takes is a function of the shape alone.
+TEST(BlasTest, OnednnTakesSmallProductsAndUntransposedMediumOnes) {
+  EXPECT_TRUE(cpu::DnnlTakes(false, 64, 64, 32));     // the attention's
+  EXPECT_TRUE(cpu::DnnlTakes(true, 64, 32, 64));
+  EXPECT_TRUE(cpu::DnnlTakes(true, 64, 64, 64));      // 2^18 exactly
+  EXPECT_TRUE(cpu::DnnlTakes(false, 512, 512, 128));  // GPT-2 small's largest forward product
+  EXPECT_FALSE(cpu::DnnlTakes(true, 512, 128, 512));  // a weight gradient (A transposed)
+  EXPECT_FALSE(cpu::DnnlTakes(false, 256, 768, 768)); // GPT-2 124M's: OpenBLAS
+  if (!cpu::DnnlAvailable()) GTEST_SKIP() << "oneDNN does not load here";
+  const cpu::BlasLibrary& lib = cpu::UseBlas("onednn");
+  EXPECT_EQ(lib.name, "onednn");
+  EXPECT_NE(lib.dnnl_sgemm, nullptr);
+  EXPECT_NE(lib.detail.find("oneDNN"), std::string::npos) << lib.detail;
+  EXPECT_NE(lib.detail.find("OpenBLAS"), std::string::npos) << lib.detail;
+  EXPECT_EQ(cpu::UseBlas("openblas").dnnl_sgemm, nullptr);
+  cpu::UseBlas(flags::blas());
+}
+
+// Note [Products through oneDNN]: oneDNN's OpenMP runtime starts no threads of its own. A thread
+// that never ran a product runs a few through oneDNN; the process has as many threads after as
+// before (OpenMP would have started a team of hardware_concurrency threads for it).
+TEST(BlasTest, OnednnStartsNoThreads) {
+  if (!cpu::DnnlAvailable()) GTEST_SKIP() << "oneDNN does not load here";
+  auto threads = [] {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) n += e.is_directory() ? 1 : 0;
+    return n;
+  };
+  ir::Module m("dot");
+  Builder b(m.AddFunction("main"));
+  const Shape lhs{4, 64, 32}, rhs{4, 32, 64};  // 4 products of 64 x 64 x 32: oneDNN's
+  Value* d = b.DotGeneral(b.Parameter(0, F32(lhs)), b.Parameter(1, F32(rhs)), {{0}, {0}, {2}, {1}});
+  b.Return({d});
+  const Literal x = RandomLiteral(DType::kF32, lhs, 1), y = RandomLiteral(DType::kF32, rhs, 2);
+  const Literal* const ops_array[] = {&x, &y};
+  const cpu::KernelChoice k = cpu::SelectDotKernel(*d->node());
+  ASSERT_NE(k.fn, nullptr);
+  ASSERT_TRUE(cpu::DnnlTakes(false, 64, 64, 32));
+  cpu::UseBlas("onednn");
+  int before = 0, after = 0;
+  std::thread fresh([&] {
+    cpu::ProductsOnOneThread alone;  // on this thread, not the pool's
+    before = threads();
+    for (int i = 0; i < 3; ++i) {
+      Literal out(d->type());
+      ASSERT_TRUE(k.fn(*d->node(), cpu::Operands(ops_array, 2), out));
+    }
+    after = threads();
+  });
+  fresh.join();
+  EXPECT_EQ(after, before);
+  cpu::UseBlas(flags::blas());
 }
 
 struct DotCase {

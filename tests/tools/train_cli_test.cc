@@ -140,19 +140,30 @@ TEST_F(TrainCliTest, BadInputExitsOneWithAClearMessage) {
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("no_libmkl_rt.so"));
   EXPECT_THAT(r.output, HasSubstr("pip install --no-deps mkl"));
+  r = RunAxle("train --steps 1", "AXLE_BLAS=onednn AXLE_DNNL_LIBRARY=" + Path("no_libdnnl.so") + " ");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_THAT(r.output, HasSubstr("no_libdnnl.so"));
+  EXPECT_THAT(r.output, HasSubstr("apt-get install libdnnl2"));
 }
 
-// The header names the BLAS in use; AXLE_BLAS=openblas forces OpenBLAS, and auto with no MKL to
-// load falls back to it and says why.
+// The header names the BLAS in use; AXLE_BLAS=openblas forces OpenBLAS, and auto with neither MKL
+// nor oneDNN to load falls back to it and says why; with oneDNN, it names both libraries.
 TEST_F(TrainCliTest, HeaderNamesTheBlas) {
   const std::string args = "train --steps 1 --batch 2 --seq 8 --samples 0 --no-progress";
   RunResult r = RunAxle(args, "AXLE_BLAS=openblas ");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("blas: openblas, OpenBLAS "));
-  r = RunAxle(args, "AXLE_MKL_LIBRARY=" + Path("no_libmkl_rt.so") + " ");
+  r = RunAxle(args, "AXLE_MKL_LIBRARY=" + Path("no_libmkl_rt.so") + " AXLE_DNNL_LIBRARY=" + Path("no_libdnnl.so") + " ");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_THAT(r.output, HasSubstr("blas: openblas, OpenBLAS "));
   EXPECT_THAT(r.output, HasSubstr("(MKL not loaded: "));
+  r = RunAxle(args, "AXLE_BLAS=onednn ");
+  if (r.status == 0) {  // oneDNN loads here (Note [Products through oneDNN])
+    EXPECT_THAT(r.output, HasSubstr("blas: onednn, oneDNN "));
+    EXPECT_THAT(r.output, HasSubstr("else OpenBLAS "));
+  } else {
+    EXPECT_THAT(r.output, HasSubstr("apt-get install libdnnl2"));
+  }
 }
 
 }  // namespace
