@@ -38,7 +38,8 @@
 //     512 x 384 x 128 59-69 -> 66-81, 512 x 128 x 384 59-65 -> 69, 512 x 512 x 128 64-73 -> 67-82
 //     (one shape either way: 512 x 512 x 128 NN 64-72 -> 60-67);
 //   - op(A) = A^T, the weight gradients dw = x^T dy (K = the tokens): OpenBLAS is the faster,
-//     65-81 against 59-78.
+//     65-81 against 59-78; in `axle train --config small` too (AXLE_PROFILE, 200 steps, all
+//     products on oneDNN): [512, 128] 790-886 ms against 693, [128, 512] 551-600 against 438.
 // So with AXLE_BLAS=onednn (auto's choice off Intel when libdnnl loads) a product goes to oneDNN
 // when DnnlTakes(): at most kDnnlAnyMacs multiply-adds whatever the transposes, or at most
 // kDnnlMaxMacs with A not transposed; everything else (the large products of GPT-2 124M, which this
