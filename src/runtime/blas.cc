@@ -150,6 +150,19 @@ constexpr bool kSanitized = false;
 constexpr bool kSanitized = false;
 #endif
 
+// The first of `candidates` that dlopen loads (its path in `path`), or null with the loader's
+// message for the first one in `error`. The handle is never closed.
+void* DlopenFirst(const std::vector<std::string>& candidates, std::string& path, std::string& error) {
+  for (const std::string& c : candidates) {
+    if (void* handle = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      path = c;
+      return handle;
+    }
+    if (error.empty()) error = ::dlerror();
+  }
+  return nullptr;
+}
+
 // Loaded once; the handle is never closed (MKL keeps per-thread state until exit).
 const Mkl& LoadMkl() {
   static const Mkl mkl = [] {
@@ -171,15 +184,8 @@ const Mkl& LoadMkl() {
                             candidates.front());
       return m;
     }
-    void* handle = nullptr;
     std::string path;
-    for (const std::string& c : candidates) {
-      if ((handle = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) {
-        path = c;
-        break;
-      }
-      if (m.error.empty()) m.error = ::dlerror();
-    }
+    void* handle = DlopenFirst(candidates, path, m.error);
     if (handle == nullptr) return m;
     auto sym = [&](const char* name) { return ::dlsym(handle, name); };
     auto set_interface = reinterpret_cast<int (*)(int)>(sym("MKL_Set_Interface_Layer"));
@@ -245,15 +251,8 @@ const Dnnl& LoadDnnl() {
       d.error = fmt::format("{}: not loaded in a sanitizer build", candidates.front());
       return d;
     }
-    void* handle = nullptr;
     std::string path;
-    for (const std::string& c : candidates) {
-      if ((handle = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) {
-        path = c;
-        break;
-      }
-      if (d.error.empty()) d.error = ::dlerror();
-    }
+    void* handle = DlopenFirst(candidates, path, d.error);
     if (handle == nullptr) return d;
     auto sgemm = reinterpret_cast<DnnlSgemm>(::dlsym(handle, "dnnl_sgemm"));
     auto version = reinterpret_cast<const DnnlVersion* (*)()>(::dlsym(handle, "dnnl_version"));
