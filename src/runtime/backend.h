@@ -43,6 +43,7 @@ struct ExecuteStats {
   int64_t fallback_kernels = 0; // of kernels_run, those run by the reference interpreter's kernel
   int64_t new_buffers = 0;      // intermediates and results in memory allocated by this run
   int64_t products_paired = 0;  // products run side by side with another (Note [Products side by side])
+  int64_t kernels_beside_pairs = 0;  // small kernels run by a pair's threads (Note [Kernels beside a pair])
 };
 
 // How an executable came to be (the frontend's metrics count compiles and disk hits apart).

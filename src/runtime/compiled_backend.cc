@@ -103,6 +103,7 @@ std::unique_ptr<Executable> CompileModule(const ir::Module& module, DiskCache* c
     if (kern.reduce != nullptr || codegen::IsRowKernel(kern))
       g.min_chunk = std::max<int64_t>(1, kParallelElements / std::max<int64_t>(kern.reduced, 1));
     if (kern.reduce != nullptr && kern.column) g.chunks_per_thread = 1;
+    g.reduction = kern.reduce != nullptr;
     if (profile::Labeling())
       g.label = fmt::format("{} {}", codegen::DescribeKernel(kern), DTypeName(kern.outputs[0]->dtype()));
     items.push_back({nullptr, static_cast<int>(generated.size())});

@@ -71,10 +71,15 @@ std::string Report(int top) {
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
   double total = 0, serial = 0;
   int64_t calls = 0;
-  for (const auto& [l, e] : rows) total += e.seconds, serial += e.serial_seconds, calls += e.calls;
+  double products = 0;  // BLAS's share against the generated kernels'
+  for (const auto& [l, e] : rows) {
+    total += e.seconds, serial += e.serial_seconds, calls += e.calls;
+    if (l.rfind("dot_general", 0) == 0) products += e.seconds;
+  }
   std::string s = fmt::format(
-      "axle profile: {} kernel calls, {:.3f} s in {} distinct kernels, {:.3f} s of it on one thread (AXLE_PROFILE)\n",
-      calls, total, rows.size(), serial);
+      "axle profile: {} kernel calls, {:.3f} s in {} distinct kernels, {:.3f} s of it on one thread, "
+      "{:.3f} s in dot_general (AXLE_PROFILE)\n",
+      calls, total, rows.size(), serial, products);
   s += fmt::format("{:>9} {:>10} {:>6} {:>7} {:>9}  {}\n", "calls", "total ms", "share", "GB/s", "1-thr ms", "kernel");
   for (size_t i = 0; i < rows.size() && static_cast<int>(i) < top; ++i) {
     const auto& [label, e] = rows[i];

@@ -135,6 +135,59 @@ TEST(CompiledExecutorTest, IndependentProductsRunSideBySide) {
   }
 }
 
+// Note [Kernels beside a pair] (cpu_executor.cc): the small kernels next to a pair that do not
+// read its products join its pool call (the sum of squares of the first weight gradient moves
+// up from the end to beside the second pair), and the results are the interpreter's, the same
+// bits on every run and the same as without the pool (one thread runs everything in order).
+TEST(CompiledExecutorTest, SmallKernelsRunBesideAPair) {
+  if (ThreadPool::Global().num_threads() != 2) GTEST_SKIP() << "pairs are formed on a two-thread pool";
+  constexpr const char* kTwoLayers = R"(module @two_layers {
+  func @main {
+    %x1 = parameter() {index=0} : f32[64,128]
+    %w1 = parameter() {index=1} : f32[256,128]
+    %dy = parameter() {index=2} : f32[64,256]
+    %x2 = parameter() {index=3} : f32[64,128]
+    %w2 = parameter() {index=4} : f32[128,128]
+    %dx1 = dot_general(%dy, %w1) {lhs_batch=[], rhs_batch=[], lhs_contracting=[1], rhs_contracting=[0]} : f32[64,128]
+    %dw1 = dot_general(%dy, %x1) {lhs_batch=[], rhs_batch=[], lhs_contracting=[0], rhs_contracting=[0]} : f32[256,128]
+    %dy2 = tanh(%dx1) : f32[64,128]
+    %dx2 = dot_general(%dy2, %w2) {lhs_batch=[], rhs_batch=[], lhs_contracting=[1], rhs_contracting=[0]} : f32[64,128]
+    %dw2 = dot_general(%dy2, %x2) {lhs_batch=[], rhs_batch=[], lhs_contracting=[0], rhs_contracting=[0]} : f32[128,128]
+    %q1 = mul(%dw1, %dw1) : f32[256,128]
+    %s1 = reduce(%q1) {kind=sum, dims=[0,1]} : f32[]
+    %q2 = mul(%dw2, %dw2) : f32[128,128]
+    %s2 = reduce(%q2) {kind=sum, dims=[0,1]} : f32[]
+    %norm = add(%s1, %s2) : f32[]
+    return %dx2, %dw1, %dw2, %norm
+  }
+})";
+  auto m = ir::ParseModule(kTwoLayers);
+  const std::vector<ir::Literal> args = {RandomLiteral(DType::kF32, {64, 128}, 1), RandomLiteral(DType::kF32, {256, 128}, 2),
+                                         RandomLiteral(DType::kF32, {64, 256}, 3), RandomLiteral(DType::kF32, {64, 128}, 4),
+                                         RandomLiteral(DType::kF32, {128, 128}, 5)};
+  const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
+  auto exe = Compiled().Compile(*m);
+  std::vector<BufferPtr> first;
+  for (int run = 0; run < 3; ++run) {
+    const std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(args));
+    EXPECT_EQ(exe->last_stats().products_paired, 4);
+    EXPECT_EQ(exe->last_stats().kernels_beside_pairs, 1);  // dw1's sum of squares; none after dw2
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < want.size(); ++k) {
+      for (int64_t i = 0; i < want[k]->NumElements(); ++i)
+        ASSERT_NEAR(got[k]->GetDouble(i), want[k]->GetDouble(i), 1e-4 * (1 + std::abs(want[k]->GetDouble(i))))
+            << "result " << k << " element " << i;
+      if (run == 0) first.push_back(got[k]);
+      else EXPECT_TRUE(testutil::SameBits(*first[k], *got[k])) << "result " << k;
+    }
+  }
+  // Inline (a crowded pool runs every call on the caller, in plan order): the same bits.
+  ThreadPool::Global().SetThreadInline(true);
+  const std::vector<BufferPtr> inline_got = exe->Execute(testutil::Buffers(args));
+  ThreadPool::Global().SetThreadInline(false);
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_TRUE(testutil::SameBits(*first[k], *inline_got[k])) << "result " << k;
+}
+
 // Note [Buffers kept between runs] (cpu_executor.cc): from the second run on, the intermediates a
 // run freed seed the next run's free list, so the third run allocates fewer buffers; the results
 // handed out earlier are never among them (still the same values after later runs).
