@@ -40,11 +40,19 @@
 //   - op(A) = A^T, the weight gradients dw = x^T dy (K = the tokens): OpenBLAS is the faster,
 //     65-81 against 59-78; in `axle train --config small` too (AXLE_PROFILE, 200 steps, all
 //     products on oneDNN): [512, 128] 790-886 ms against 693, [128, 512] 551-600 against 438.
+//   - one exception among those: B not transposed with its rows a multiple of 512 floats apart
+//     (GPT-2 small's MLP up-projection, [512, 128] x [128, 512], cut in two halves of 256 rows).
+//     For it oneDNN's AVX2 path picks its no-copy kernel (1/m + 1/n is above its threshold), which
+//     reads B in place, and B's 2 KB rows land in few cache sets: page-aligned operands, two
+//     threads, medians of 400 calls, 0.59-0.61 ms a half against OpenBLAS's 0.52-0.56 (oneDNN was
+//     0.50 with B 16 bytes off a 32-byte boundary, which is no layout to depend on); in the step
+//     (AXLE_PROFILE, 150 steps, 3 alternated pairs of runs) 0.73-0.91 -> 0.61-0.75 ms a call.
 // So with AXLE_BLAS=onednn (auto's choice off Intel when libdnnl loads) a product goes to oneDNN
 // when DnnlTakes(): at most kDnnlAnyMacs multiply-adds whatever the transposes, or at most
-// kDnnlMaxMacs with A not transposed; everything else (the large products of GPT-2 124M, which this
-// was not measured on, and every dgemm) stays with OpenBLAS. The rule reads only the product's shape,
-// so which library computes a product, and so its bits, never depends on the schedule.
+// kDnnlMaxMacs with A not transposed and B transposed or ldb not a multiple of kDnnlBadLdb;
+// everything else (the large products of GPT-2 124M, which this was not measured on, and every
+// dgemm) stays with OpenBLAS. The rule reads only the product's shape and layout, so which library
+// computes a product, and so its bits, never depends on the schedule.
 // libdnnl is dlopen'ed like MKL (a build without it works unchanged). Debian's is built on OpenMP:
 // dnnl_sgemm takes omp_get_max_threads() threads, so each thread that calls it first sets its own
 // OpenMP thread count to 1 (omp_set_num_threads is per thread in libgomp): the pool, not OpenMP,

@@ -40,13 +40,17 @@ struct BlasLibrary {
 
 // Whether a C[M, N] = op(A)[M, K] op(B)[K, N] f32 product goes to oneDNN's sgemm when the library
 // has one (Note [Products through oneDNN]): any product of at most kDnnlAnyMacs multiply-adds, and
-// those of at most kDnnlMaxMacs whose A is not transposed. A function of the shape alone, so that
-// which library computes a product (and so its bits) never depends on the schedule.
+// those of at most kDnnlMaxMacs whose A is not transposed, except an untransposed B whose rows
+// are a multiple of kDnnlBadLdb elements apart (ldb, the row stride of B as stored). A function of
+// the shape alone, so that which library computes a product (and so its bits) never depends on
+// the schedule.
 constexpr int64_t kDnnlAnyMacs = int64_t{1} << 18;
 constexpr int64_t kDnnlMaxMacs = int64_t{1} << 26;
-inline bool DnnlTakes(bool trans_a, int64_t M, int64_t N, int64_t K) {
+constexpr int64_t kDnnlBadLdb = 512;
+inline bool DnnlTakes(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t ldb) {
   const int64_t macs = M * N * K;
-  return macs <= kDnnlAnyMacs || (!trans_a && macs <= kDnnlMaxMacs);
+  if (macs <= kDnnlAnyMacs) return true;
+  return !trans_a && macs <= kDnnlMaxMacs && (trans_b || ldb % kDnnlBadLdb != 0);
 }
 
 // The library AXLE_BLAS selects, chosen on first use: auto (the default) takes MKL on an Intel CPU

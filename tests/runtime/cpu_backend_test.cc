@@ -171,12 +171,14 @@ TEST(BlasTest, SameBitsWhateverTheAlignment) {
 
 // Note [Products through oneDNN]: which products oneDNN takes is a function of the shape alone.
 TEST(BlasTest, OnednnTakesSmallProductsAndUntransposedMediumOnes) {
-  EXPECT_TRUE(cpu::DnnlTakes(false, 64, 64, 32));     // the attention's
-  EXPECT_TRUE(cpu::DnnlTakes(true, 64, 32, 64));
-  EXPECT_TRUE(cpu::DnnlTakes(true, 64, 64, 64));      // 2^18 exactly
-  EXPECT_TRUE(cpu::DnnlTakes(false, 512, 512, 128));  // GPT-2 small's largest forward product
-  EXPECT_FALSE(cpu::DnnlTakes(true, 512, 128, 512));  // a weight gradient (A transposed)
-  EXPECT_FALSE(cpu::DnnlTakes(false, 256, 768, 768)); // GPT-2 124M's: OpenBLAS
+  EXPECT_TRUE(cpu::DnnlTakes(false, false, 64, 64, 32, 128));     // the attention's
+  EXPECT_TRUE(cpu::DnnlTakes(true, true, 64, 32, 64, 128));
+  EXPECT_TRUE(cpu::DnnlTakes(true, false, 64, 64, 64, 512));      // 2^18 exactly, whatever ldb
+  EXPECT_TRUE(cpu::DnnlTakes(false, true, 512, 512, 128, 128));   // GPT-2 small's logits
+  EXPECT_TRUE(cpu::DnnlTakes(false, false, 256, 384, 128, 384));  // half of its QKV projection
+  EXPECT_FALSE(cpu::DnnlTakes(false, false, 256, 512, 128, 512)); // half of its MLP's: B rows 2 KB apart
+  EXPECT_FALSE(cpu::DnnlTakes(true, false, 512, 128, 512, 128));  // a weight gradient (A transposed)
+  EXPECT_FALSE(cpu::DnnlTakes(false, false, 256, 768, 768, 768)); // GPT-2 124M's: OpenBLAS
   if (!cpu::DnnlAvailable()) GTEST_SKIP() << "oneDNN does not load here";
   const cpu::BlasLibrary& lib = cpu::UseBlas("onednn");
   EXPECT_EQ(lib.name, "onednn");
@@ -206,7 +208,7 @@ TEST(BlasTest, OnednnStartsNoThreads) {
   const Literal* const ops_array[] = {&x, &y};
   const cpu::KernelChoice k = cpu::SelectDotKernel(*d->node());
   ASSERT_NE(k.fn, nullptr);
-  ASSERT_TRUE(cpu::DnnlTakes(false, 64, 64, 32));
+  ASSERT_TRUE(cpu::DnnlTakes(false, false, 64, 64, 32, 64));
   cpu::UseBlas("onednn");
   int before = 0, after = 0;
   std::thread fresh([&] {
