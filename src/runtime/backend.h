@@ -44,6 +44,9 @@ struct ExecuteStats {
   int64_t new_buffers = 0;      // intermediates and results in memory allocated by this run
   int64_t products_paired = 0;  // products run side by side with another (Note [Products side by side])
   int64_t kernels_beside_pairs = 0;  // small kernels run by a pair's threads (Note [Kernels beside a pair])
+  // Followers run by a pair's first thread while its second product ran (Note [Followers of a
+  // pair]); how many depends on the schedule, unlike every other count here.
+  int64_t followers_beside_pairs = 0;
 };
 
 // How an executable came to be (the frontend's metrics count compiles and disk hits apart).

@@ -45,6 +45,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
@@ -112,6 +113,9 @@ struct Step {
   // Note [Kernels beside a pair]: on a pair's first step, how many of the steps after the pair
   // its two threads run too, whichever is free first.
   int fillers = 0;
+  // Note [Followers of a pair]: on a pair's first step, how many of the steps after the fillers
+  // the thread that ran the first product may run while the second is still running.
+  int followers = 0;
   std::string label;  // AXLE_PROFILE only
 };
 
@@ -168,6 +172,7 @@ class CpuExecutable final : public Executable {
   void Plan(std::vector<PlanItem> items);
   bool HoistBesidePairs(std::vector<Step>& steps) const;  // Note [Kernels beside a pair]
   void MarkFillers(std::vector<Step>& steps) const;
+  void MarkFollowers(std::vector<Step>& steps) const;  // Note [Followers of a pair]
   std::vector<BufferPtr> Run(std::vector<BufferPtr> args, RunState& rs);
   void RunGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots);
   // The buffers of a generated kernel's call: the outputs' storage is chosen and bound to their
@@ -178,8 +183,10 @@ class CpuExecutable final : public Executable {
     std::vector<void*> out;
   };
   bool BindGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots, bool in_place, GeneratedCall& call);
+  static void CallGenerated(const GeneratedKernel& g, const GeneratedCall& call);
   void RunCollective(RunState& rs, const Step& st, std::vector<SlotState>& slots);
-  // a, b and the a.fillers steps after b (Note [Kernels beside a pair]).
+  // a, b, the a.fillers steps after b (Note [Kernels beside a pair]) and the a.followers steps
+  // after those (Note [Followers of a pair]).
   void RunPair(RunState& rs, const Step* pair, std::vector<SlotState>& slots);
   void CheckArguments(const std::vector<BufferPtr>& args) const;
   void Release(RunState& rs, std::vector<SlotState>& slots, int s);
@@ -286,6 +293,20 @@ constexpr int kMaxFillers = 8;
 constexpr int64_t kFillerElements = int64_t{1} << 18;  // 1 MB of f32 read
 constexpr int64_t kTinyResultElements = 64;
 
+// Note [Followers of a pair]
+// The backward pass's path runs through a pair's input gradient dx: the steps after a pair (the
+// layer norm's backward rows, the bias gradients' column sums) read dx and not the weight
+// gradient dw, which only the optimizer reads, at the end. Yet they waited for dw too: on a Zen 1
+// host dw (A transposed, OpenBLAS) took 1.9-2.2 ms against dx's 1.8-1.9 (oneDNN), and the thread
+// that ran dx sat idle ~1.7 ms a GPT-2 small step at the pairs' ends. So up to kMaxFollowers
+// filler-sized steps after a pair's fillers that read neither dw nor a filler's result are the
+// pair's followers: the thread that ran dx runs them, each whole and in order, for as long as dw
+// is still running, and the steps it did not reach run after the pool call as usual (split).
+// Their outputs are bound before the call and never in place, like the fillers'. Whoever runs a
+// follower and however it is cut, it computes the same values (Note [Pool chunks]), so the bits
+// do not depend on how far the thread got.
+constexpr int kMaxFollowers = 8;
+
 bool IsFillerKind(const Step& st, const std::vector<int64_t>& slot_bytes) {
   if (st.kind != Step::kGenerated || st.generated->is_copy || st.generated->fn == nullptr) return false;
   int64_t bytes = 0;
@@ -380,6 +401,27 @@ void CpuExecutable::MarkFillers(std::vector<Step>& steps) const {
       if (reads) break;
       produced.insert(produced.end(), f.results.begin(), f.results.end());
       ++a.fillers;
+    }
+    k = j - 1;
+  }
+}
+
+void CpuExecutable::MarkFollowers(std::vector<Step>& steps) const {
+  for (size_t k = 0; k + 1 < steps.size(); ++k) {
+    Step& a = steps[k];
+    if (!a.pair_next) continue;
+    const size_t first = k + 2 + static_cast<size_t>(a.fillers);
+    std::vector<int> unready(steps[k + 1].results);  // the second product's and the fillers'
+    for (size_t f = k + 2; f < first; ++f) unready.insert(unready.end(), steps[f].results.begin(), steps[f].results.end());
+    size_t j = first;
+    for (; j < steps.size() && a.followers < kMaxFollowers; ++j) {
+      const Step& f = steps[j];
+      if (f.pair_next || !IsFillerKind(f, slot_bytes_)) break;
+      const bool reads = std::any_of(f.operands.begin(), f.operands.end(), [&](int s) {
+        return std::find(unready.begin(), unready.end(), s) != unready.end();
+      });
+      if (reads) break;
+      ++a.followers;
     }
     k = j - 1;
   }
@@ -504,6 +546,7 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
     for (int s : st.results) add(s);
   }
   MarkFillers(steps_);
+  MarkFollowers(steps_);
 }
 
 void CpuExecutable::CheckArguments(const std::vector<BufferPtr>& args) const {
@@ -616,9 +659,13 @@ bool CpuExecutable::BindGenerated(RunState& rs, const Step& st, std::vector<Slot
 }
 
 void CpuExecutable::RunGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots) {
-  const GeneratedKernel& g = *st.generated;
   GeneratedCall call;
   if (!BindGenerated(rs, st, slots, /*in_place=*/true, call)) return;
+  CallGenerated(*st.generated, call);
+}
+
+// Runs a generated kernel whose buffers are bound, split over the pool when it is large enough.
+void CpuExecutable::CallGenerated(const GeneratedKernel& g, const GeneratedCall& call) {
   const GeneratedKernel::Fn fn = g.fn;
   const void* const* pin = call.in.data();
   void* const* pout = call.out.data();
@@ -632,47 +679,82 @@ void CpuExecutable::RunGenerated(RunState& rs, const Step& st, std::vector<SlotS
 }
 
 // Note [Products side by side]: two products (kernels of one result, not in place), one per thread,
-// then (Note [Kernels beside a pair]) the fillers, each whole, by whichever thread is free.
+// then (Note [Kernels beside a pair]) the fillers, each whole, by whichever thread is free, and
+// (Note [Followers of a pair]) the followers, by the first product's thread while the second runs.
 void CpuExecutable::RunPair(RunState& rs, const Step* pair, std::vector<SlotState>& slots) {
   const Step* st[2] = {&pair[0], &pair[1]};
   const int fillers = pair[0].fillers;
+  const int followers = pair[0].followers;
   const int items = 2 + fillers;
   std::vector<const Literal*> ops[2];
   BufferPtr out[2];
   bool donated[2] = {false, false}, done[2] = {false, false};
-  std::vector<double> secs(static_cast<size_t>(items), 0.0);
-  std::vector<std::exception_ptr> error(static_cast<size_t>(items));
+  std::vector<double> secs(static_cast<size_t>(items + followers), 0.0);
+  std::vector<std::exception_ptr> error(static_cast<size_t>(items + followers));
   for (int i = 0; i < 2; ++i) {
     for (int s : st[i]->operands) ops[i].push_back(slots[static_cast<size_t>(s)].buf.get());
     out[i] = Allocate(rs, st[i]->node->result()->type(), donated[i]);
   }
-  // The fillers' outputs are bound before the call (the free list is not thread safe), never
-  // in place: the products may read any input while a filler writes.
-  std::vector<GeneratedCall> calls(static_cast<size_t>(fillers));
-  std::vector<char> run(static_cast<size_t>(fillers), 0);
-  for (int f = 0; f < fillers; ++f)
+  // The fillers' and followers' outputs are bound before the call (the free list is not thread
+  // safe), never in place: the products may read any input while a filler writes. A follower may
+  // read the first product, so its slot holds that product's buffer from here on.
+  std::vector<GeneratedCall> calls(static_cast<size_t>(fillers + followers));
+  std::vector<char> run(static_cast<size_t>(fillers + followers), 0);
+  if (followers > 0) {
+    SlotState& r = slots[static_cast<size_t>(st[0]->results[0])];
+    r.buf = out[0];
+    r.writable = true;
+    r.donated = donated[0];
+  }
+  for (int f = 0; f < fillers + followers; ++f)
     run[static_cast<size_t>(f)] = BindGenerated(rs, pair[2 + f], slots, /*in_place=*/false, calls[static_cast<size_t>(f)]);
+  std::atomic<bool> second_done{false};
+  int followed = 0;  // followers run inside the call, by the first product's thread
+  auto run_whole = [&](int64_t i) {  // pair[i] (a filler or a follower), whole, on this thread
+    const Step& s = pair[i];
+    if (run[static_cast<size_t>(i - 2)] && s.generated->elements > 0) {
+      const GeneratedCall& c = calls[static_cast<size_t>(i - 2)];
+      s.generated->fn(c.in.data(), c.out.data(), 0, s.generated->elements);
+    }
+  };
   ThreadPool::Global().ParallelFor(items, 1, [&](int64_t lo, int64_t hi) {
     cpu::ProductsOnOneThread alone;
     for (int64_t i = lo; i < hi; ++i) {
       const Step& s = pair[i];
-      const auto t0 = std::chrono::steady_clock::now();
+      auto t0 = std::chrono::steady_clock::now();
       try {
         if (i < 2) {
           done[i] = s.kernel.fn(*s.node, ops[i], *out[i]);
-        } else if (run[static_cast<size_t>(i - 2)] && s.generated->elements > 0) {
-          const GeneratedCall& c = calls[static_cast<size_t>(i - 2)];
-          s.generated->fn(c.in.data(), c.out.data(), 0, s.generated->elements);
+        } else {
+          run_whole(i);
         }
       } catch (...) {
         error[static_cast<size_t>(i)] = std::current_exception();
       }
-      const auto t1 = std::chrono::steady_clock::now();
+      auto t1 = std::chrono::steady_clock::now();
       secs[static_cast<size_t>(i)] = std::chrono::duration<double>(t1 - t0).count();
       profile::TraceSpan(s.label, t0, t1);  // on the thread that ran it
+      if (i == 1) second_done.store(true, std::memory_order_release);
+      if (i != 0 || !done[0] || error[0]) continue;
+      for (; followed < followers && !second_done.load(std::memory_order_acquire); ++followed) {
+        const int64_t f = items + followed;
+        t0 = t1;
+        try {
+          run_whole(f);
+        } catch (...) {
+          error[static_cast<size_t>(f)] = std::current_exception();
+        }
+        t1 = std::chrono::steady_clock::now();
+        secs[static_cast<size_t>(f)] = std::chrono::duration<double>(t1 - t0).count();
+        profile::TraceSpan(pair[f].label, t0, t1);
+        if (error[static_cast<size_t>(f)]) {
+          ++followed;
+          break;
+        }
+      }
     }
   }, items);
-  for (int i = 0; i < items; ++i) {
+  for (int i = 0; i < items + followers; ++i) {
     const Step& s = pair[i];
     ++rs.stats.kernels_run;
     try {
@@ -684,19 +766,34 @@ void CpuExecutable::RunPair(RunState& rs, const Step* pair, std::vector<SlotStat
           if (donated[i]) ++rs.stats.donated_reused;
           r.buf = std::move(out[i]);
           r.donated = donated[i];
+        } else if (i == 0 && followers > 0) {
+          // The followers' inputs point at out[0]: the fallback's values go into that storage.
+          ++rs.stats.fallback_kernels;
+          const Literal res = std::move(ir::EvaluateNode(*s.node, ops[i], rs.device.device)[0]);
+          std::memcpy(out[0]->mutable_bytes().data(), res.bytes().data(), res.bytes().size());
+          r.buf = std::move(out[0]);
         } else {
           ++rs.stats.fallback_kernels;
           r.buf = std::make_shared<Literal>(std::move(ir::EvaluateNode(*s.node, ops[i], rs.device.device)[0]));
         }
         r.writable = true;
-      } else {
+      } else if (i < items) {
         ++rs.stats.kernels_beside_pairs;
+      } else if (i < items + followed) {
+        ++rs.stats.followers_beside_pairs;
+      } else {  // not reached while the second product ran: split over the pool, as usual
+        const auto t0 = std::chrono::steady_clock::now();
+        {
+          ThreadPool::CallLabel chunks(s.label);
+          if (run[static_cast<size_t>(i - 2)]) CallGenerated(*s.generated, calls[static_cast<size_t>(i - 2)]);
+        }
+        if (!s.label.empty()) Timed(s, t0, /*parallel=*/true);
       }
     } catch (const Error& e) {
       throw StepError(s, e);
     }
     Produced(rs, s, slots);
-    if (!s.label.empty() && profile::Enabled())
+    if (!s.label.empty() && profile::Enabled() && i < items + followed)
       profile::Record(s.label, secs[static_cast<size_t>(i)], StepBytes(s), /*parallel=*/false);
   }
 }
@@ -769,7 +866,7 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
     const Step& st = steps_[k];
     if (st.pair_next) {
       RunPair(rs, &st, slots);
-      const size_t last = k + 1 + static_cast<size_t>(st.fillers);
+      const size_t last = k + 1 + static_cast<size_t>(st.fillers + st.followers);
       for (; k <= last; ++k)
         for (int s : steps_[k].release) Release(rs, slots, s);
       --k;

@@ -139,6 +139,8 @@ TEST(CompiledExecutorTest, IndependentProductsRunSideBySide) {
 // read its products join its pool call (the sum of squares of the first weight gradient moves
 // up from the end to beside the second pair), and the results are the interpreter's, the same
 // bits on every run and the same as without the pool (one thread runs everything in order).
+// Note [Followers of a pair]: dy2 reads dx1 and not dw1, so the thread that ran dx1 may run it
+// while dw1 runs; inline, that thread runs it before dw1 starts, so it always does.
 TEST(CompiledExecutorTest, SmallKernelsRunBesideAPair) {
   if (ThreadPool::Global().num_threads() != 2) GTEST_SKIP() << "pairs are formed on a two-thread pool";
   constexpr const char* kTwoLayers = R"(module @two_layers {
@@ -168,10 +170,14 @@ TEST(CompiledExecutorTest, SmallKernelsRunBesideAPair) {
   const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
   auto exe = Compiled().Compile(*m);
   std::vector<BufferPtr> first;
+  int64_t first_kernels = -1;
   for (int run = 0; run < 3; ++run) {
     const std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(args));
+    if (run == 0) first_kernels = exe->last_stats().kernels_run;
     EXPECT_EQ(exe->last_stats().products_paired, 4);
     EXPECT_EQ(exe->last_stats().kernels_beside_pairs, 1);  // dw1's sum of squares; none after dw2
+    EXPECT_LE(exe->last_stats().followers_beside_pairs, 1);  // dy2, when dw1 was still running
+    EXPECT_EQ(exe->last_stats().kernels_run, first_kernels) << "run " << run;
     ASSERT_EQ(got.size(), want.size());
     for (size_t k = 0; k < want.size(); ++k) {
       for (int64_t i = 0; i < want[k]->NumElements(); ++i)
@@ -185,6 +191,8 @@ TEST(CompiledExecutorTest, SmallKernelsRunBesideAPair) {
   ThreadPool::Global().SetThreadInline(true);
   const std::vector<BufferPtr> inline_got = exe->Execute(testutil::Buffers(args));
   ThreadPool::Global().SetThreadInline(false);
+  EXPECT_EQ(exe->last_stats().followers_beside_pairs, 1);
+  EXPECT_EQ(exe->last_stats().kernels_run, first_kernels);
   for (size_t k = 0; k < want.size(); ++k) EXPECT_TRUE(testutil::SameBits(*first[k], *inline_got[k])) << "result " << k;
 }
 
