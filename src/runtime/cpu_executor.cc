@@ -171,8 +171,7 @@ class CpuExecutable final : public Executable {
 
   void Plan(std::vector<PlanItem> items);
   bool HoistBesidePairs(std::vector<Step>& steps) const;  // Note [Kernels beside a pair]
-  void MarkFillers(std::vector<Step>& steps) const;
-  void MarkFollowers(std::vector<Step>& steps) const;  // Note [Followers of a pair]
+  void MarkBesidePairs(std::vector<Step>& steps) const;  // a pair's fillers and followers
   std::vector<BufferPtr> Run(std::vector<BufferPtr> args, RunState& rs);
   void RunGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots);
   // The buffers of a generated kernel's call: the outputs' storage is chosen and bound to their
@@ -385,44 +384,30 @@ bool CpuExecutable::HoistBesidePairs(std::vector<Step>& steps) const {
   return true;
 }
 
-void CpuExecutable::MarkFillers(std::vector<Step>& steps) const {
+// Counts each pair's fillers (Note [Kernels beside a pair]: they read neither product nor one
+// another) and then its followers (Note [Followers of a pair]: they read neither the second
+// product nor a filler).
+void CpuExecutable::MarkBesidePairs(std::vector<Step>& steps) const {
   for (size_t k = 0; k + 1 < steps.size(); ++k) {
     Step& a = steps[k];
     if (!a.pair_next) continue;
-    std::vector<int> produced(a.results);
-    produced.insert(produced.end(), steps[k + 1].results.begin(), steps[k + 1].results.end());
-    size_t j = k + 2;
-    for (; j < steps.size() && a.fillers < kMaxFillers; ++j) {
-      const Step& f = steps[j];
-      if (f.pair_next || !IsFillerKind(f, slot_bytes_)) break;
-      const bool reads = std::any_of(f.operands.begin(), f.operands.end(), [&](int s) {
-        return std::find(produced.begin(), produced.end(), s) != produced.end();
-      });
-      if (reads) break;
-      produced.insert(produced.end(), f.results.begin(), f.results.end());
-      ++a.fillers;
-    }
-    k = j - 1;
-  }
-}
-
-void CpuExecutable::MarkFollowers(std::vector<Step>& steps) const {
-  for (size_t k = 0; k + 1 < steps.size(); ++k) {
-    Step& a = steps[k];
-    if (!a.pair_next) continue;
-    const size_t first = k + 2 + static_cast<size_t>(a.fillers);
     std::vector<int> unready(steps[k + 1].results);  // the second product's and the fillers'
-    for (size_t f = k + 2; f < first; ++f) unready.insert(unready.end(), steps[f].results.begin(), steps[f].results.end());
-    size_t j = first;
-    for (; j < steps.size() && a.followers < kMaxFollowers; ++j) {
-      const Step& f = steps[j];
-      if (f.pair_next || !IsFillerKind(f, slot_bytes_)) break;
-      const bool reads = std::any_of(f.operands.begin(), f.operands.end(), [&](int s) {
-        return std::find(unready.begin(), unready.end(), s) != unready.end();
-      });
-      if (reads) break;
-      ++a.followers;
-    }
+    size_t j = k + 2;
+    auto mark = [&](int& count, int most, bool filler) {
+      for (; j < steps.size() && count < most; ++j) {
+        const Step& f = steps[j];
+        if (f.pair_next || !IsFillerKind(f, slot_bytes_)) break;
+        const bool reads = std::any_of(f.operands.begin(), f.operands.end(), [&](int s) {
+          return std::find(unready.begin(), unready.end(), s) != unready.end() ||
+                 (filler && std::find(a.results.begin(), a.results.end(), s) != a.results.end());
+        });
+        if (reads) break;
+        if (filler) unready.insert(unready.end(), f.results.begin(), f.results.end());
+        ++count;
+      }
+    };
+    mark(a.fillers, kMaxFillers, /*filler=*/true);
+    mark(a.followers, kMaxFollowers, /*filler=*/false);
     k = j - 1;
   }
 }
@@ -545,8 +530,7 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
     for (int s : st.operands) add(s);
     for (int s : st.results) add(s);
   }
-  MarkFillers(steps_);
-  MarkFollowers(steps_);
+  MarkBesidePairs(steps_);
 }
 
 void CpuExecutable::CheckArguments(const std::vector<BufferPtr>& args) const {
