@@ -767,11 +767,12 @@ void CpuExecutable::RunPair(RunState& rs, const Step* pair, std::vector<SlotStat
         ++rs.stats.followers_beside_pairs;
       } else {  // not reached while the second product ran: split over the pool, as usual
         const auto t0 = std::chrono::steady_clock::now();
+        const int64_t splits = ThreadPool::Global().dispatches();
         {
           ThreadPool::CallLabel chunks(s.label);
           if (run[static_cast<size_t>(i - 2)]) CallGenerated(*s.generated, calls[static_cast<size_t>(i - 2)]);
         }
-        if (!s.label.empty()) Timed(s, t0, /*parallel=*/true);
+        if (!s.label.empty()) Timed(s, t0, ThreadPool::Global().dispatches() != splits);
       }
     } catch (const Error& e) {
       throw StepError(s, e);
