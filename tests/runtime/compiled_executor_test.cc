@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
+#include <string>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "core/flags.h"
 #include "ir/parser.h"
@@ -194,6 +198,85 @@ TEST(CompiledExecutorTest, SmallKernelsRunBesideAPair) {
   EXPECT_EQ(exe->last_stats().followers_beside_pairs, 1);
   EXPECT_EQ(exe->last_stats().kernels_run, first_kernels);
   for (size_t k = 0; k < want.size(); ++k) EXPECT_TRUE(testutil::SameBits(*first[k], *inline_got[k])) << "result " << k;
+}
+
+// Note [Followers of a pair] on random chains: a backward pair (dx = dy w, dw = dy^T x) followed by
+// a random chain of elementwise ops, row reductions and column sums on dx (the chain's kernels
+// are the pair's followers when they are small), and a sum of squares of dw. The results are the
+// interpreter's, and the bits are the same on every threaded run (however far dx's thread got)
+// and inline (where dx's thread runs every follower before dw starts).
+TEST(CompiledExecutorTest, FollowersOfRandomChainsKeepTheirValues) {
+  if (ThreadPool::Global().num_threads() != 2) GTEST_SKIP() << "pairs are formed on a two-thread pool";
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto pick = [&](std::vector<int64_t> from) { return from[rng() % from.size()]; };
+    const int64_t M = pick({64, 96, 128}), N = pick({128, 192, 256}), K = pick({128, 160});
+    std::string body = fmt::format(
+        "    %x = parameter() {{index=0}} : f32[{0},{2}]\n"
+        "    %w = parameter() {{index=1}} : f32[{1},{2}]\n"
+        "    %dy = parameter() {{index=2}} : f32[{0},{1}]\n"
+        "    %dx = dot_general(%dy, %w) {{lhs_batch=[], rhs_batch=[], lhs_contracting=[1], rhs_contracting=[0]}} : f32[{0},{2}]\n"
+        "    %dw = dot_general(%dy, %x) {{lhs_batch=[], rhs_batch=[], lhs_contracting=[0], rhs_contracting=[0]}} : f32[{1},{2}]\n",
+        M, N, K);
+    const std::string mk = fmt::format("f32[{},{}]", M, K);
+    std::string prev = "%dx", results;
+    const int steps = 1 + static_cast<int>(rng() % 6);
+    for (int i = 0; i < steps; ++i) {
+      const std::string t = fmt::format("%t{}", i);
+      switch (rng() % 5) {
+        case 0: body += fmt::format("    {} = tanh({}) : {}\n", t, prev, mk); break;
+        case 1: body += fmt::format("    {} = mul({}, %x) : {}\n", t, prev, mk); break;
+        case 2:  // a row reduction, broadcast back: a row kernel
+          body += fmt::format("    %r{0} = reduce({1}) {{kind=sum, dims=[1]}} : f32[{2}]\n"
+                              "    %b{0} = broadcast_in_dim(%r{0}) {{dims=[0]}} : {3}\n"
+                              "    {4} = sub({1}, %b{0}) : {3}\n",
+                              i, prev, M, mk, t);
+          break;
+        case 3:  // a column sum beside the chain (a bias gradient's shape)
+          body += fmt::format("    %c{0} = reduce({1}) {{kind=sum, dims=[0]}} : f32[{2}]\n"
+                              "    {3} = neg({1}) : {4}\n",
+                              i, prev, K, t, mk);
+          results += fmt::format(", %c{}", i);
+          break;
+        default:
+          body += fmt::format("    %a{0} = abs({1}) : {2}\n    %n{0} = neg(%a{0}) : {2}\n    {3} = exp(%n{0}) : {2}\n",
+                              i, prev, mk, t);
+          break;
+      }
+      prev = t;
+    }
+    body += fmt::format("    %q = mul(%dw, %dw) : f32[{},{}]\n    %s = reduce(%q) {{kind=sum, dims=[0,1]}} : f32[]\n", N, K);
+    const std::string text =
+        fmt::format("module @chain{} {{\n  func @main {{\n{}    return {}, %dw, %s{}\n  }}\n}}\n", seed, body, prev, results);
+    SCOPED_TRACE(text);
+    auto m = ir::ParseModule(text);
+    const std::vector<ir::Literal> args = {RandomLiteral(DType::kF32, {M, K}, 10 * seed + 1),
+                                           RandomLiteral(DType::kF32, {N, K}, 10 * seed + 2),
+                                           RandomLiteral(DType::kF32, {M, N}, 10 * seed + 3)};
+    const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
+    auto exe = Compiled().Compile(*m);
+    std::vector<BufferPtr> first;
+    int64_t kernels = -1;
+    for (int run = 0; run < 4; ++run) {
+      const bool inline_run = run == 3;
+      if (inline_run) ThreadPool::Global().SetThreadInline(true);
+      const std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(args));
+      if (inline_run) ThreadPool::Global().SetThreadInline(false);
+      const ExecuteStats stats = exe->last_stats();
+      EXPECT_EQ(stats.products_paired, 2) << "run " << run;
+      if (run == 0) kernels = stats.kernels_run;
+      EXPECT_EQ(stats.kernels_run, kernels) << "run " << run;
+      if (inline_run) EXPECT_GE(stats.followers_beside_pairs, 1);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t k = 0; k < want.size(); ++k) {
+        for (int64_t i = 0; i < want[k]->NumElements(); ++i)
+          ASSERT_NEAR(got[k]->GetDouble(i), want[k]->GetDouble(i), 1e-3 * (1 + std::abs(want[k]->GetDouble(i))))
+              << "run " << run << " result " << k << " element " << i;
+        if (run == 0) first.push_back(got[k]);
+        else EXPECT_TRUE(testutil::SameBits(*first[k], *got[k])) << "run " << run << " result " << k;
+      }
+    }
+  }
 }
 
 // Note [Buffers kept between runs] (cpu_executor.cc): from the second run on, the intermediates a
