@@ -683,7 +683,7 @@ void CpuExecutable::RunPair(RunState& rs, const Step* pair, std::vector<SlotStat
   // safe), never in place: the products may read any input while a filler writes. A follower may
   // read the first product, so its slot holds that product's buffer from here on.
   std::vector<GeneratedCall> calls(static_cast<size_t>(fillers + followers));
-  std::vector<char> run(static_cast<size_t>(fillers + followers), 0);
+  std::vector<char> bound(static_cast<size_t>(fillers + followers), 0);
   if (followers > 0) {
     SlotState& r = slots[static_cast<size_t>(st[0]->results[0])];
     r.buf = out[0];
@@ -691,50 +691,36 @@ void CpuExecutable::RunPair(RunState& rs, const Step* pair, std::vector<SlotStat
     r.donated = donated[0];
   }
   for (int f = 0; f < fillers + followers; ++f)
-    run[static_cast<size_t>(f)] = BindGenerated(rs, pair[2 + f], slots, /*in_place=*/false, calls[static_cast<size_t>(f)]);
+    bound[static_cast<size_t>(f)] = BindGenerated(rs, pair[2 + f], slots, /*in_place=*/false, calls[static_cast<size_t>(f)]);
   std::atomic<bool> second_done{false};
   int followed = 0;  // followers run inside the call, by the first product's thread
-  auto run_whole = [&](int64_t i) {  // pair[i] (a filler or a follower), whole, on this thread
+  auto run = [&](int64_t i) {  // pair[i] whole on this thread, timed; an error is kept for later
     const Step& s = pair[i];
-    if (run[static_cast<size_t>(i - 2)] && s.generated->elements > 0) {
-      const GeneratedCall& c = calls[static_cast<size_t>(i - 2)];
-      s.generated->fn(c.in.data(), c.out.data(), 0, s.generated->elements);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      if (i < 2) {
+        done[i] = s.kernel.fn(*s.node, ops[i], *out[i]);
+      } else if (bound[static_cast<size_t>(i - 2)] && s.generated->elements > 0) {
+        const GeneratedCall& c = calls[static_cast<size_t>(i - 2)];
+        s.generated->fn(c.in.data(), c.out.data(), 0, s.generated->elements);
+      }
+    } catch (...) {
+      error[static_cast<size_t>(i)] = std::current_exception();
     }
+    const auto t1 = std::chrono::steady_clock::now();
+    secs[static_cast<size_t>(i)] = std::chrono::duration<double>(t1 - t0).count();
+    profile::TraceSpan(s.label, t0, t1);  // on the thread that ran it
   };
   ThreadPool::Global().ParallelFor(items, 1, [&](int64_t lo, int64_t hi) {
     cpu::ProductsOnOneThread alone;
     for (int64_t i = lo; i < hi; ++i) {
-      const Step& s = pair[i];
-      auto t0 = std::chrono::steady_clock::now();
-      try {
-        if (i < 2) {
-          done[i] = s.kernel.fn(*s.node, ops[i], *out[i]);
-        } else {
-          run_whole(i);
-        }
-      } catch (...) {
-        error[static_cast<size_t>(i)] = std::current_exception();
-      }
-      auto t1 = std::chrono::steady_clock::now();
-      secs[static_cast<size_t>(i)] = std::chrono::duration<double>(t1 - t0).count();
-      profile::TraceSpan(s.label, t0, t1);  // on the thread that ran it
+      run(i);
       if (i == 1) second_done.store(true, std::memory_order_release);
       if (i != 0 || !done[0] || error[0]) continue;
-      for (; followed < followers && !second_done.load(std::memory_order_acquire); ++followed) {
-        const int64_t f = items + followed;
-        t0 = t1;
-        try {
-          run_whole(f);
-        } catch (...) {
-          error[static_cast<size_t>(f)] = std::current_exception();
-        }
-        t1 = std::chrono::steady_clock::now();
-        secs[static_cast<size_t>(f)] = std::chrono::duration<double>(t1 - t0).count();
-        profile::TraceSpan(pair[f].label, t0, t1);
-        if (error[static_cast<size_t>(f)]) {
-          ++followed;
-          break;
-        }
+      while (followed < followers && !second_done.load(std::memory_order_acquire)) {
+        const int64_t f = items + followed++;
+        run(f);
+        if (error[static_cast<size_t>(f)]) break;
       }
     }
   }, items);
@@ -746,20 +732,15 @@ void CpuExecutable::RunPair(RunState& rs, const Step* pair, std::vector<SlotStat
       if (i < 2) {
         ++rs.stats.products_paired;
         SlotState& r = slots[static_cast<size_t>(s.results[0])];
-        if (done[i]) {
-          if (donated[i]) ++rs.stats.donated_reused;
-          r.buf = std::move(out[i]);
-          r.donated = donated[i];
-        } else if (i == 0 && followers > 0) {
-          // The followers' inputs point at out[0]: the fallback's values go into that storage.
+        if (!done[i]) {
+          // The interpreter's values go into the storage the followers' inputs point at.
           ++rs.stats.fallback_kernels;
           const Literal res = std::move(ir::EvaluateNode(*s.node, ops[i], rs.device.device)[0]);
-          std::memcpy(out[0]->mutable_bytes().data(), res.bytes().data(), res.bytes().size());
-          r.buf = std::move(out[0]);
-        } else {
-          ++rs.stats.fallback_kernels;
-          r.buf = std::make_shared<Literal>(std::move(ir::EvaluateNode(*s.node, ops[i], rs.device.device)[0]));
+          std::memcpy(out[i]->mutable_bytes().data(), res.bytes().data(), res.bytes().size());
         }
+        if (donated[i]) ++rs.stats.donated_reused;
+        r.buf = std::move(out[i]);
+        r.donated = donated[i];
         r.writable = true;
       } else if (i < items) {
         ++rs.stats.kernels_beside_pairs;
@@ -770,7 +751,7 @@ void CpuExecutable::RunPair(RunState& rs, const Step* pair, std::vector<SlotStat
         const int64_t splits = ThreadPool::Global().dispatches();
         {
           ThreadPool::CallLabel chunks(s.label);
-          if (run[static_cast<size_t>(i - 2)]) CallGenerated(*s.generated, calls[static_cast<size_t>(i - 2)]);
+          if (bound[static_cast<size_t>(i - 2)]) CallGenerated(*s.generated, calls[static_cast<size_t>(i - 2)]);
         }
         if (!s.label.empty()) Timed(s, t0, ThreadPool::Global().dispatches() != splits);
       }
