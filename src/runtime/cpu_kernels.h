@@ -51,7 +51,7 @@ void SetBlasMinFlops(int64_t flops);
 // other layouts are read in place.
 int64_t DotOperandCopies();
 
-// Note [Products side by side] (cpu_executor.cc): while one of these lives on a thread, the
+// Note [Products side by side] (cpu_pairs.cc): while one of these lives on a thread, the
 // products that thread runs are one BLAS call per batch item on that thread: no tiles, no pool.
 class ProductsOnOneThread {
  public:

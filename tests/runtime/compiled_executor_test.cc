@@ -98,7 +98,7 @@ TEST(CompiledExecutorTest, SharedArgumentsAreNeverWritten) {
   for (size_t k = 0; k < 3; ++k) EXPECT_NE(got[k]->bytes().data(), held[k]->bytes().data());
 }
 
-// Note [Products side by side] (cpu_executor.cc): a linear layer's two gradient products (dx and
+// Note [Products side by side] (cpu_pairs.cc): a linear layer's two gradient products (dx and
 // dw, independent, equal work) run as one pool call of two whole products on a two-thread pool;
 // a product that reads the one before it does not pair. Results as the interpreter's, and the
 // same bits on every run.
@@ -139,7 +139,7 @@ TEST(CompiledExecutorTest, IndependentProductsRunSideBySide) {
   }
 }
 
-// Note [Kernels beside a pair] (cpu_executor.cc): the small kernels next to a pair that do not
+// Note [Kernels beside a pair] (cpu_pairs.cc): the small kernels next to a pair that do not
 // read its products join its pool call (the sum of squares of the first weight gradient moves
 // up from the end to beside the second pair), and the results are the interpreter's, the same
 // bits on every run and the same as without the pool (one thread runs everything in order).

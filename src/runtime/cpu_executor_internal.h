@@ -1,0 +1,150 @@
+// The CPU executor's plan and executable, shared by cpu_executor.cc (planning, buffers, the run
+// loop) and cpu_pairs.cc (products side by side and the small kernels that go with them). Not
+// part of the runtime's interface: include cpu_executor.h for that.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "ir/literal.h"
+#include "ir/module.h"
+#include "runtime/cpu_executor.h"
+#include "runtime/cpu_kernels.h"
+
+namespace axle::runtime::internal {
+
+using ir::Literal;
+using ir::Node;
+using ir::OpKind;
+using ir::Value;
+
+struct Step {
+  const Node* node = nullptr;  // kGenerated: the kernel's first node (error locations)
+  size_t pos = 0;              // position in the function (errors) ...
+  size_t index = 0;            // ... and in the plan (liveness)
+  enum Kind { kParameter, kConstant, kForward, kKernel, kGenerated, kCollective } kind = kKernel;
+  cpu::KernelChoice kernel;
+  const GeneratedKernel* generated = nullptr;
+  std::vector<int> operands;  // slots
+  std::vector<int> results;   // slots
+  std::vector<int> release;   // slots whose last use is this step (deduplicated)
+  int64_t param_index = 0;
+  std::shared_ptr<const Literal> constant;
+  bool pair_next = false;  // Note [Products side by side]: runs beside the next step
+  // Note [Kernels beside a pair]: on a pair's first step, how many of the steps after the pair
+  // its two threads run too, whichever is free first.
+  int fillers = 0;
+  // Note [Followers of a pair]: on a pair's first step, how many of the steps after the fillers
+  // the thread that ran the first product may run while the second is still running.
+  int followers = 0;
+  std::string label;  // AXLE_PROFILE only
+};
+
+struct SlotState {
+  BufferPtr buf;
+  bool writable = false;  // may be overwritten once dead (intermediate or donated storage)
+  bool donated = false;   // its storage came from a donated argument
+  bool counted = false;   // counted in live bytes (a node result)
+};
+
+// Note [Buffers kept between runs]: bytes all executables keep for their next run, and the most.
+std::atomic<int64_t>& KeptBytes();
+int64_t MaxKeptBytes();
+
+class CpuExecutable final : public Executable {
+ public:
+  CpuExecutable(std::unique_ptr<ir::Module> module, std::vector<PlanItem> items,
+                std::vector<GeneratedKernel> generated, std::shared_ptr<const void> keep_alive,
+                std::string_view backend)
+      : module_(std::move(module)), generated_(std::move(generated)), keep_alive_(std::move(keep_alive)),
+        backend_(backend) {
+    Plan(std::move(items));
+  }
+  ~CpuExecutable() override { KeptBytes().fetch_sub(kept_bytes_); }
+
+  std::vector<BufferPtr> Execute(std::vector<BufferPtr> args) override;
+  std::vector<BufferPtr> ExecuteOnDevice(std::vector<BufferPtr> args, const DeviceContext& device,
+                                         ExecuteStats* stats) override;
+  ExecuteStats last_stats() const override { return stats_; }
+
+ private:
+  // The state of one Execute: executes may run concurrently (one per device), so nothing of it
+  // lives in the executable.
+  struct Free {
+    BufferPtr buf;
+    bool donated;
+  };
+  struct RunState {
+    ExecuteStats stats;
+    std::vector<Free> free;
+    int64_t live_bytes = 0;
+    DeviceContext device;
+  };
+
+  void Plan(std::vector<PlanItem> items);
+  bool HoistBesidePairs(std::vector<Step>& steps) const;  // Note [Kernels beside a pair]
+  void MarkBesidePairs(std::vector<Step>& steps) const;  // a pair's fillers and followers
+  std::vector<BufferPtr> Run(std::vector<BufferPtr> args, RunState& rs);
+  void RunGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots);
+  // The buffers of a generated kernel's call: the outputs' storage is chosen and bound to their
+  // slots. in_place: an output may take a dying input's storage (never beside a pair, whose
+  // products may still read that input). False: nothing to run (a copy that took its input).
+  struct GeneratedCall {
+    std::vector<const void*> in;
+    std::vector<void*> out;
+  };
+  bool BindGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots, bool in_place, GeneratedCall& call);
+  static void CallGenerated(const GeneratedKernel& g, const GeneratedCall& call);
+  void RunCollective(RunState& rs, const Step& st, std::vector<SlotState>& slots);
+  // a, b, the a.fillers steps after b (Note [Kernels beside a pair]) and the a.followers steps
+  // after those (Note [Followers of a pair]).
+  void RunPair(RunState& rs, const Step* pair, std::vector<SlotState>& slots);
+  void CheckArguments(const std::vector<BufferPtr>& args) const;
+  void Release(RunState& rs, std::vector<SlotState>& slots, int s);
+  // Counts the step's results as live (peak bytes included) once it has run.
+  void Produced(RunState& rs, const Step& st, std::vector<SlotState>& slots) const;
+  int64_t StepBytes(const Step& st) const;  // operands + results (AXLE_PROFILE)
+  // A labelled step that ran from t0 to now: a row of AXLE_PROFILE's table, a span of AXLE_TRACE's.
+  void Timed(const Step& st, std::chrono::steady_clock::time_point t0, bool parallel) const;
+  Error StepError(const Step& st, const Error& e) const;  // e, naming the step's node
+  BufferPtr Allocate(RunState& rs, const ir::TensorType& type, bool& donated);
+
+  std::unique_ptr<ir::Module> module_;
+  std::vector<GeneratedKernel> generated_;
+  std::shared_ptr<const void> keep_alive_;  // what the generated kernels' code lives in
+  std::string backend_;
+  std::string run_label_;  // AXLE_TRACE's span of a whole run: "run @module (backend)"
+  const ir::Function* f_ = nullptr;
+  std::vector<Step> steps_;
+  std::vector<int64_t> slot_bytes_;
+  std::vector<bool> is_result_;       // slot is a function result (never freed)
+  std::vector<int> result_slots_;
+  std::vector<ir::TensorType> param_types_;
+  std::vector<std::string> param_names_;
+  bool has_collectives_ = false;
+  ExecuteStats stats_;  // of the last Execute (not ExecuteOnDevice)
+  // Note [Buffers kept between runs]: a step runs the same executable again and again; the
+  // intermediates its last run freed (not donated arguments) seed the next run's free list, so
+  // a step reuses last step's memory instead of a malloc and a free per intermediate (and, past
+  // glibc's mmap threshold, fresh pages to fault in). Only from the second run on: a module that
+  // runs once (an init) keeps nothing. A run never holds more than its own peak, and the buffers
+  // are reused before anything new is allocated, so the peak does not grow. All executables
+  // together keep at most an eighth of the machine's memory (KeptBytes): a program that runs many
+  // shapes does not hold every shape's intermediates.
+  std::mutex kept_mu_;
+  std::vector<Free> kept_;
+  int64_t kept_bytes_ = 0;
+  int64_t runs_ = 0;
+};
+
+// Note [Products side by side] (cpu_pairs.cc): marks the pairs on a two-thread pool.
+void MarkPairs(std::vector<Step>& steps);
+
+}  // namespace axle::runtime::internal

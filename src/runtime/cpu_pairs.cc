@@ -1,0 +1,313 @@
+// Products side by side on a two-thread pool, and the small kernels that run with them: the pairs
+// (Note [Products side by side]), their fillers (Note [Kernels beside a pair]) and their
+// followers (Note [Followers of a pair]); planned when the executable is built, run by RunPair.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <exception>
+
+#include "ir/interpreter.h"
+#include "runtime/cpu_executor_internal.h"
+#include "runtime/profile.h"
+#include "runtime/thread_pool.h"
+
+namespace axle::runtime::internal {
+// Note [Products side by side]
+// A backward pass computes each linear layer's two gradient products, dx = dy w^T and
+// dw = x^T dy, one after the other; they read the same dy, neither reads the other, and they
+// have the same multiply-adds. Split over two threads, each product is cut into two tiles that
+// each pack their panels again, and the caller waits for the slower half; run side by side, one
+// whole product per thread, neither happens (GPT-2 small's MLP pair, hot, in a C harness on
+// MKL: 730-940 us split against 600-610 side by side). So with a pool of two threads, two
+// consecutive products of at least kPairMacs multiply-adds each, within 2x of each other, of
+// which the second does not read the first and each of whose results is at most
+// kPairResultElements (a larger C is better cut into tiles, Note [Product tiles] in cpu_dot.cc:
+// GPT-2 124M's LM head weight gradient is 38.6M), run as one pool call of two items, each product one
+// BLAS call per batch item on its thread (cpu::ProductsOnOneThread). A pair is fixed when the
+// executable is built and each product is computed by the same calls whichever thread (or, when
+// the pool is crowded, the caller alone) runs it, so the bits do not depend on the schedule.
+namespace {
+
+constexpr int64_t kPairMacs = int64_t{1} << 20;
+constexpr int64_t kPairResultElements = int64_t{1} << 21;  // 8 MB of f32
+
+int64_t ProductMacs(const Node& n) {
+  const auto& d = n.attrs_as<ir::DotGeneralAttrs>();
+  int64_t k = 1;
+  for (int64_t c : d.lhs_contracting) k *= n.operand(0)->shape().dim(c);
+  return n.result()->shape().NumElements() * k;
+}
+
+}  // namespace
+
+void MarkPairs(std::vector<Step>& steps) {
+  if (ThreadPool::Global().num_threads() != 2) return;
+  auto product = [](const Step& st) {
+    return st.kind == Step::kKernel && st.kernel.fn && !st.kernel.in_place && st.node->op() == OpKind::kDotGeneral &&
+           ProductMacs(*st.node) >= kPairMacs && st.node->result()->shape().NumElements() <= kPairResultElements;
+  };
+  for (size_t k = 0; k + 1 < steps.size(); ++k) {
+    Step& a = steps[k];
+    const Step& b = steps[k + 1];
+    if (!product(a) || !product(b)) continue;
+    const int64_t ma = ProductMacs(*a.node), mb = ProductMacs(*b.node);
+    if (std::max(ma, mb) > 2 * std::min(ma, mb)) continue;
+    const bool reads_a = std::any_of(b.operands.begin(), b.operands.end(), [&](int s) {
+      return std::find(a.results.begin(), a.results.end(), s) != a.results.end();
+    });
+    if (reads_a) continue;
+    a.pair_next = true;
+    ++k;  // b is taken
+  }
+}
+
+namespace {
+
+// Note [Kernels beside a pair]
+// The two products of a pair rarely end together (GPT-2 small: one thread waited 1.4 ms a step
+// for the other's product, ~0.07 ms a pair), while small kernels that read neither product sit
+// right next to the pair: a bias gradient (a column sum of the dy both products read) just before
+// it, and, in the schedule's last place, the global gradient norm's per-parameter sums of squares,
+// tiny full reductions that ran one after the other on one thread (27 of them, ~0.25 ms of a
+// GPT-2 small step's tail). So HoistBesidePairs moves such steps next to a pair: filler-sized
+// steps (generated kernels reading at most kFillerElements elements) right before a pair that
+// neither product reads go down to just after it, and each tiny reduction goes up to just after
+// the first pair that starts after its inputs exist. Then up to kMaxFillers of the steps right
+// after a pair that read neither product nor one another's results join the pair's pool call as
+// whole items: the thread that finishes its product first takes the next one. GPT-2 small: 30
+// kernels a step beside its 13 pairs (26 sums of squares, the QKV bias gradients and two
+// transposes); the sums of squares left in the tail take 0.04 ms instead of 0.27.
+// Moving a step up only shortens its inputs' lives and lengthens its tiny results'; moving one
+// down lengthens its inputs' lives by a pair. A filler never writes in place (a product may still
+// read its input). Every kernel computes the same values whichever thread runs it and however it
+// is cut (Note [Pool chunks], thread_pool.h), so the bits do not depend on who took what.
+constexpr int kMaxFillers = 8;
+constexpr int64_t kFillerElements = int64_t{1} << 18;  // 1 MB of f32 read
+constexpr int64_t kTinyResultElements = 64;
+
+// Note [Followers of a pair]
+// The backward pass's path runs through a pair's input gradient dx: the steps after a pair (the
+// layer norm's backward rows, the bias gradients' column sums) read dx and not the weight
+// gradient dw, which only the optimizer reads, at the end. Yet they waited for dw too: on a Zen 1
+// host dw (A transposed, OpenBLAS) took 1.9-2.2 ms against dx's 1.8-1.9 (oneDNN), and the thread
+// that ran dx sat idle ~1.7 ms a GPT-2 small step at the pairs' ends. So up to kMaxFollowers
+// filler-sized steps after a pair's fillers that read neither dw nor a filler's result are the
+// pair's followers: the thread that ran dx runs them, each whole and in order, for as long as dw
+// is still running, and the steps it did not reach run after the pool call as usual (split).
+// Their outputs are bound before the call and never in place, like the fillers'. Whoever runs a
+// follower and however it is cut, it computes the same values (Note [Pool chunks]), so the bits
+// do not depend on how far the thread got.
+constexpr int kMaxFollowers = 8;
+
+bool IsFillerKind(const Step& st, const std::vector<int64_t>& slot_bytes) {
+  if (st.kind != Step::kGenerated || st.generated->is_copy || st.generated->fn == nullptr) return false;
+  int64_t bytes = 0;
+  for (int s : st.operands) bytes += slot_bytes[static_cast<size_t>(s)];
+  return bytes <= kFillerElements * 4;
+}
+
+bool IsTinyReduction(const Step& st) {
+  if (st.kind != Step::kGenerated || st.generated->is_copy) return false;
+  for (const ir::Value* v : st.generated->outputs)
+    if (v->type().NumElements() > kTinyResultElements) return false;
+  return st.generated->reduction;
+}
+
+}  // namespace
+
+// Moves steps next to the pairs whose pool calls they can join (Note [Kernels beside a pair]):
+// the filler-sized steps right before a pair that neither product (nor a later one of them)
+// reads go down to just after it, and each tiny reduction goes up to just after the first pair
+// that starts after all of its inputs are produced. True when anything moved.
+bool CpuExecutable::HoistBesidePairs(std::vector<Step>& steps) const {
+  if (ThreadPool::Global().num_threads() != 2) return false;
+  const size_t n = steps.size();
+  std::vector<size_t> pair_ends;  // positions of the second product of each pair
+  for (size_t p = 0; p + 1 < n; ++p)
+    if (steps[p].pair_next) pair_ends.push_back(p + 1);
+  if (pair_ends.empty()) return false;
+  std::vector<std::vector<size_t>> after(n);  // steps to emit after position p (a pair's end)
+  std::vector<bool> moves(n, false);
+  std::vector<size_t> at(n);  // where each step's results exist once moved
+  for (size_t p = 0; p < n; ++p) at[p] = p;
+  // Down: the contiguous run of candidates before each pair, nearest first.
+  for (size_t end : pair_ends) {
+    const size_t a = end - 1;
+    std::vector<int> readers(steps[a].operands);
+    readers.insert(readers.end(), steps[end].operands.begin(), steps[end].operands.end());
+    std::vector<size_t> run;
+    for (size_t c = a; c-- > 0;) {
+      const Step& st = steps[c];
+      if (moves[c] || st.pair_next || !IsFillerKind(st, slot_bytes_) || run.size() >= kMaxFillers) break;
+      const bool read = std::any_of(st.results.begin(), st.results.end(), [&](int s) {
+        return std::find(readers.begin(), readers.end(), s) != readers.end();
+      });
+      if (read) break;
+      readers.insert(readers.end(), st.operands.begin(), st.operands.end());
+      run.push_back(c);
+    }
+    for (size_t i = run.size(); i-- > 0;) {
+      after[end].push_back(run[i]);
+      moves[run[i]] = true;
+      at[run[i]] = end;
+    }
+  }
+  std::vector<int64_t> producer(slot_bytes_.size(), -1);  // where each slot exists, once moved
+  for (size_t p = 0; p < n; ++p)
+    for (int s : steps[p].results) producer[static_cast<size_t>(s)] = static_cast<int64_t>(at[p]);
+  // Up: after the first pair whose first product comes after the inputs (end - 1 > ready).
+  bool any = std::any_of(moves.begin(), moves.end(), [](bool m) { return m; });
+  for (size_t p = 0; p < n; ++p) {
+    if (moves[p] || !IsTinyReduction(steps[p])) continue;
+    int64_t ready = -1;
+    for (int s : steps[p].operands) ready = std::max(ready, producer[static_cast<size_t>(s)]);
+    auto it = std::upper_bound(pair_ends.begin(), pair_ends.end(), static_cast<size_t>(ready + 1));
+    if (it == pair_ends.end() || *it >= p) continue;
+    after[*it].push_back(p);
+    moves[p] = true;
+    for (int s : steps[p].results) producer[static_cast<size_t>(s)] = static_cast<int64_t>(*it);
+    any = true;
+  }
+  if (!any) return false;
+  std::vector<Step> order;
+  order.reserve(n);
+  for (size_t p = 0; p < n; ++p) {
+    if (!moves[p]) order.push_back(std::move(steps[p]));
+    for (size_t q : after[p]) order.push_back(std::move(steps[q]));
+  }
+  steps = std::move(order);
+  return true;
+}
+
+// Counts each pair's fillers (Note [Kernels beside a pair]: they read neither product nor one
+// another) and then its followers (Note [Followers of a pair]: they read neither the second
+// product nor a filler).
+void CpuExecutable::MarkBesidePairs(std::vector<Step>& steps) const {
+  for (size_t k = 0; k + 1 < steps.size(); ++k) {
+    Step& a = steps[k];
+    if (!a.pair_next) continue;
+    std::vector<int> unready(steps[k + 1].results);  // the second product's and the fillers'
+    size_t j = k + 2;
+    auto mark = [&](int& count, int most, bool filler) {
+      for (; j < steps.size() && count < most; ++j) {
+        const Step& f = steps[j];
+        if (f.pair_next || !IsFillerKind(f, slot_bytes_)) break;
+        const bool reads = std::any_of(f.operands.begin(), f.operands.end(), [&](int s) {
+          return std::find(unready.begin(), unready.end(), s) != unready.end() ||
+                 (filler && std::find(a.results.begin(), a.results.end(), s) != a.results.end());
+        });
+        if (reads) break;
+        if (filler) unready.insert(unready.end(), f.results.begin(), f.results.end());
+        ++count;
+      }
+    };
+    mark(a.fillers, kMaxFillers, /*filler=*/true);
+    mark(a.followers, kMaxFollowers, /*filler=*/false);
+    k = j - 1;
+  }
+}
+
+// Note [Products side by side]: two products (kernels of one result, not in place), one per thread,
+// then (Note [Kernels beside a pair]) the fillers, each whole, by whichever thread is free, and
+// (Note [Followers of a pair]) the followers, by the first product's thread while the second runs.
+void CpuExecutable::RunPair(RunState& rs, const Step* pair, std::vector<SlotState>& slots) {
+  const Step* st[2] = {&pair[0], &pair[1]};
+  const int fillers = pair[0].fillers;
+  const int followers = pair[0].followers;
+  const int items = 2 + fillers;
+  std::vector<const Literal*> ops[2];
+  BufferPtr out[2];
+  bool donated[2] = {false, false}, done[2] = {false, false};
+  std::vector<double> secs(static_cast<size_t>(items + followers), 0.0);
+  std::vector<std::exception_ptr> error(static_cast<size_t>(items + followers));
+  for (int i = 0; i < 2; ++i) {
+    for (int s : st[i]->operands) ops[i].push_back(slots[static_cast<size_t>(s)].buf.get());
+    out[i] = Allocate(rs, st[i]->node->result()->type(), donated[i]);
+  }
+  // The fillers' and followers' outputs are bound before the call (the free list is not thread
+  // safe), never in place: the products may read any input while a filler writes. A follower may
+  // read the first product, so its slot holds that product's buffer from here on.
+  std::vector<GeneratedCall> calls(static_cast<size_t>(fillers + followers));
+  std::vector<char> bound(static_cast<size_t>(fillers + followers), 0);
+  if (followers > 0) {
+    SlotState& r = slots[static_cast<size_t>(st[0]->results[0])];
+    r.buf = out[0];
+    r.writable = true;
+    r.donated = donated[0];
+  }
+  for (int f = 0; f < fillers + followers; ++f)
+    bound[static_cast<size_t>(f)] = BindGenerated(rs, pair[2 + f], slots, /*in_place=*/false, calls[static_cast<size_t>(f)]);
+  std::atomic<bool> second_done{false};
+  int followed = 0;  // followers run inside the call, by the first product's thread
+  auto run = [&](int64_t i) {  // pair[i] whole on this thread, timed; an error is kept for later
+    const Step& s = pair[i];
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      if (i < 2) {
+        done[i] = s.kernel.fn(*s.node, ops[i], *out[i]);
+      } else if (bound[static_cast<size_t>(i - 2)] && s.generated->elements > 0) {
+        const GeneratedCall& c = calls[static_cast<size_t>(i - 2)];
+        s.generated->fn(c.in.data(), c.out.data(), 0, s.generated->elements);
+      }
+    } catch (...) {
+      error[static_cast<size_t>(i)] = std::current_exception();
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    secs[static_cast<size_t>(i)] = std::chrono::duration<double>(t1 - t0).count();
+    profile::TraceSpan(s.label, t0, t1);  // on the thread that ran it
+  };
+  ThreadPool::Global().ParallelFor(items, 1, [&](int64_t lo, int64_t hi) {
+    cpu::ProductsOnOneThread alone;
+    for (int64_t i = lo; i < hi; ++i) {
+      run(i);
+      if (i == 1) second_done.store(true, std::memory_order_release);
+      if (i != 0 || !done[0] || error[0]) continue;
+      while (followed < followers && !second_done.load(std::memory_order_acquire)) {
+        const int64_t f = items + followed++;
+        run(f);
+        if (error[static_cast<size_t>(f)]) break;
+      }
+    }
+  }, items);
+  for (int i = 0; i < items + followers; ++i) {
+    const Step& s = pair[i];
+    ++rs.stats.kernels_run;
+    try {
+      if (error[static_cast<size_t>(i)]) std::rethrow_exception(error[static_cast<size_t>(i)]);
+      if (i < 2) {
+        ++rs.stats.products_paired;
+        SlotState& r = slots[static_cast<size_t>(s.results[0])];
+        if (!done[i]) {
+          // The interpreter's values go into the storage the followers' inputs point at.
+          ++rs.stats.fallback_kernels;
+          const Literal res = std::move(ir::EvaluateNode(*s.node, ops[i], rs.device.device)[0]);
+          std::memcpy(out[i]->mutable_bytes().data(), res.bytes().data(), res.bytes().size());
+        }
+        if (donated[i]) ++rs.stats.donated_reused;
+        r.buf = std::move(out[i]);
+        r.donated = donated[i];
+        r.writable = true;
+      } else if (i < items) {
+        ++rs.stats.kernels_beside_pairs;
+      } else if (i < items + followed) {
+        ++rs.stats.followers_beside_pairs;
+      } else {  // not reached while the second product ran: split over the pool, as usual
+        const auto t0 = std::chrono::steady_clock::now();
+        const int64_t splits = ThreadPool::Global().dispatches();
+        {
+          ThreadPool::CallLabel chunks(s.label);
+          if (bound[static_cast<size_t>(i - 2)]) CallGenerated(*s.generated, calls[static_cast<size_t>(i - 2)]);
+        }
+        if (!s.label.empty()) Timed(s, t0, ThreadPool::Global().dispatches() != splits);
+      }
+    } catch (const Error& e) {
+      throw StepError(s, e);
+    }
+    Produced(rs, s, slots);
+    if (!s.label.empty() && profile::Enabled() && i < items + followed)
+      profile::Record(s.label, secs[static_cast<size_t>(i)], StepBytes(s), /*parallel=*/false);
+  }
+}
+
+}  // namespace axle::runtime::internal
