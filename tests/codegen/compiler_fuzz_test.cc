@@ -84,9 +84,9 @@ testing::RandomModuleOptions Options(int config) {
   return opts;
 }
 
-// Whether fast math approximates `n`: an f32 exp/log/log1p/tanh/logistic/erf, an f32 sum (a row
-// sum accumulates in 8 double lanes, a large full sum in two levels: reassociated), or an f32
-// scatter_add (scatter-accumulate may fold an add into it: reassociated).
+// Whether fast math approximates `n`: an f32 exp/log/log1p/tanh/logistic/erf/sin/cos, an f32
+// sum (a row sum accumulates in 8 double lanes, a large full sum in two levels: reassociated),
+// or an f32 scatter_add (scatter-accumulate may fold an add into it: reassociated).
 bool Approximated(const ir::Node& n) {
   switch (n.op()) {
     case OpKind::kScatterAdd:
@@ -95,6 +95,7 @@ bool Approximated(const ir::Node& n) {
       return n.attrs_as<ir::ReduceAttrs>().kind == ir::ReduceKind::kSum && n.result(0)->dtype() == DType::kF32;
     case OpKind::kExp: case OpKind::kLog: case OpKind::kLog1p: case OpKind::kTanh:
     case OpKind::kLogistic: case OpKind::kErf:
+    case OpKind::kSin: case OpKind::kCos:  // ax_fsin / ax_fcos (Note [Checked sin and cos], emit_cpp.cc)
       return n.result(0)->dtype() == DType::kF32;
     default:
       return false;
