@@ -31,13 +31,10 @@ constexpr int64_t kRowBufferBytes = 64 * 1024;
 // Ops whose value a later loop of the row reads from a row buffer rather than computing again.
 bool Costly(const Node& n) {
   switch (n.op()) {
-    case OpKind::kExp: case OpKind::kLog: case OpKind::kLog1p: case OpKind::kTanh:
-    case OpKind::kLogistic: case OpKind::kErf: case OpKind::kSin: case OpKind::kCos:
-    case OpKind::kPow: case OpKind::kAtan2: case OpKind::kSqrt: case OpKind::kRsqrt:
-    case OpKind::kDiv: case OpKind::kRem:
+    case OpKind::kSqrt: case OpKind::kRsqrt: case OpKind::kDiv: case OpKind::kRem:
       return true;
     default:
-      return false;
+      return IsTranscendental(n);
   }
 }
 

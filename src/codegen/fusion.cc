@@ -72,6 +72,18 @@ int64_t PrologueElements(const Kernel& k) {
   return IsRowKernel(k) ? k.num_elements * k.reduced : k.num_elements;
 }
 
+// Note [Recomputing cheap values]: a transcendental is not cheap; reading it back from the kernel
+// that computed it costs 4 bytes an element.
+bool IsTranscendental(const Node& n) {
+  switch (n.op()) {
+    case OpKind::kExp: case OpKind::kLog: case OpKind::kLog1p: case OpKind::kTanh: case OpKind::kLogistic:
+    case OpKind::kErf: case OpKind::kSin: case OpKind::kCos: case OpKind::kPow: case OpKind::kAtan2:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool IsIndexMap(const Node& n) { return n.op() == OpKind::kSlice || n.op() == OpKind::kTranspose; }
 
 bool IsFusible(const Node& n) {
@@ -128,9 +140,10 @@ std::vector<Kernel> FuseFunction(const ir::Function& f) {
     int64_t elements = 0;
     std::set<const Node*> members;
     size_t root = 0;  // position of the last node: groups run in root order
+    std::set<const Node*> read_elsewhere;  // members whose users, recomputed in later groups, read them
   };
   std::vector<Group> groups;
-  // Groups a node belongs to (several only for duplicated broadcasts).
+  // Groups a node belongs to (several for duplicated broadcasts and recomputed values).
   std::unordered_map<const Node*, std::vector<int>> group_of;
   auto new_group = [&](const Node* n, bool fused) {
     Group g;
@@ -165,7 +178,7 @@ std::vector<Kernel> FuseFunction(const ir::Function& f) {
         const Node* p = o->node();
         if (IsDuplicable(*p)) continue;
         if (p->op() == OpKind::kParameter || p->op() == OpKind::kConstant || !IsFusible(*p) || IsIndexMap(*p) ||
-            is_result.count(o) || o->shape().NumElements() != count) {
+            IsTranscendental(*p) || is_result.count(o) || o->shape().NumElements() != count) {
           leaves.insert(o);
           continue;
         }
@@ -235,7 +248,7 @@ std::vector<Kernel> FuseFunction(const ir::Function& f) {
         }
         if (group_of[u].empty()) all_fused = false;
       }
-      if (all_fused && targets.size() == 2 && outside_streams(n, count) <= 1) {
+      if (all_fused && targets.size() == 2 && !IsTranscendental(*n) && outside_streams(n, count) <= 1) {
         for (int g : targets) {
           groups[g].members.insert(n);
           group_of[n].push_back(g);
@@ -245,23 +258,26 @@ std::vector<Kernel> FuseFunction(const ir::Function& f) {
     }
     if (!ok || target < 0) {
       // Multi-output fusion: join the fused group T of some users when every other user comes
-      // after T's root (then no other user can feed T: no cycle) and n becomes an extra output.
+      // after T's root (then no other user can feed T: no cycle) and n becomes an extra output. A
+      // user that is also recomputed in other groups (Note [Recomputing cheap values]) is inside T
+      // when T is one of them; the others must then run after T, since they read n.
+      auto member_of = [&](const Node* u, int g) { return groups[g].members.count(u) > 0; };
+      auto joinable = [&](int t) {
+        if (!groups[t].fused || groups[t].elements != count || mapped_user_in(v, t)) return false;
+        for (const Node* u : us) {
+          if (!member_of(u, t)) {
+            if (pos[u] <= groups[t].root) return false;
+            continue;
+          }
+          for (int g : group_of[u])
+            if (g != t && member_of(u, g) && groups[g].root <= groups[t].root) return false;
+        }
+        return true;
+      };
       target = -1;
       for (const Node* u : us) {
-        const std::vector<int>& gs = group_of[u];
-        if (gs.size() == 1 && groups[gs[0]].fused && groups[gs[0]].elements == count &&
-            !mapped_user_in(v, gs[0])) {
-          target = gs[0];
-          break;
-        }
-      }
-      if (target >= 0) {
-        for (const Node* u : us) {
-          const std::vector<int>& gs = group_of[u];
-          const bool inside = gs.size() == 1 && gs[0] == target;
-          if (!inside && pos[u] <= groups[target].root) target = -1;
-          if (target < 0) break;
-        }
+        for (int g : group_of[u])
+          if (target < 0 && member_of(u, g) && joinable(g)) target = g;
       }
     }
     if (target >= 0) {
@@ -272,6 +288,17 @@ std::vector<Kernel> FuseFunction(const ir::Function& f) {
     }
   }
 
+  // A member whose user is also recomputed in another group that does not compute the member
+  // itself is read there: it is an output even when every user is a member here.
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (!groups[g].fused) continue;
+    for (const Node* n : groups[g].members)
+      for (const Value* r : n->results())
+        for (const Node* u : users[r])
+          for (int h : group_of[u])
+            if (static_cast<size_t>(h) != g && groups[h].members.count(u) && !groups[h].members.count(n))
+              groups[g].read_elsewhere.insert(n);
+  }
   std::sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.root < b.root; });
   std::vector<Kernel> kernels;
   for (const Group& g : groups) {
@@ -293,6 +320,7 @@ std::vector<Kernel> FuseFunction(const ir::Function& f) {
         if (g.fused && !out && (group_of[n].size() == 1 || pos[n] == g.root)) {
           for (const Node* u : users[r])
             if (!g.members.count(u)) out = true;
+          if (g.read_elsewhere.count(n)) out = true;
         }
         if (g.fused && group_of[n].size() > 1 && pos[n] != g.root) out = false;
         if (out) kern.outputs.push_back(r);

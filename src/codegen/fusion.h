@@ -9,7 +9,8 @@
 // is never in the group), an iota computes its value from i. A producer joins its
 // consumers' group when all its users are in that group and it has the group's element count,
 // or when its other users all come after the group's last node (multi-output fusion: it is then
-// also written out); otherwise it is materialized by a group of its own. A broadcast that adds
+// also written out; a user recomputed in two groups is inside either, if the other runs later);
+// otherwise it is materialized by a group of its own. A broadcast that adds
 // elements is duplicated into every consumer group (each reads the operand at a mapped index) and
 // materialized only when a non-fused node or the function's results need it.
 //
@@ -19,7 +20,11 @@
 // do not count), joins both groups: each recomputes it, so it is never written and read back. A
 // training step's elementwise chains feed a forward kernel and the backward kernel that needs
 // their intermediates: GPT-2's GELU forward wrote 7 tensors its backward read back, and now
-// writes only its result, the backward recomputing from the pre-activation. Recomputing repeats
+// writes only its result and its tanh, the backward recomputing the rest from the pre-activation.
+// A transcendental (IsTranscendental: exp, log, tanh, erf, ...) is never recomputed: its vector
+// polynomial costs more than writing and reading 4 bytes an element (GPT-2 small's GELU backward
+// took 745 us recomputing the tanh, 432 reading it, the forward 387 -> 400 writing it), and the
+// walk that decides a recomputation stops at it as at a value from outside. Recomputing repeats
 // the same operations in the same order, so results are bitwise those of the materialized value.
 //
 // Reductions with a fused prologue: a reduce (sum/max/min, f32/f64) whose reduced dims, once
@@ -79,6 +84,11 @@ bool IsFusible(const ir::Node& n);
 // slice and transpose: inside a fused kernel they read their operand (always a value from
 // outside the group) at an index computed from i.
 bool IsIndexMap(const ir::Node& n);
+
+// exp, log, log1p, tanh, logistic, erf, sin, cos, pow, atan2: a vector polynomial of tens of
+// instructions an element, never recomputed by a second kernel (Note [Recomputing cheap
+// values]) and kept in a row buffer by a row kernel (emit_rows.cc).
+bool IsTranscendental(const ir::Node& n);
 
 // The kernels of `f` in a valid execution order (every input is a parameter, a constant or an
 // output of an earlier kernel).

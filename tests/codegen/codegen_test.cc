@@ -25,6 +25,7 @@
 #include "codegen/fusion.h"
 #include "codegen/jit.h"
 #include "ir/builder.h"
+#include "ir/parser.h"
 #include "ir/printer.h"
 #include "passes/pass.h"
 #include "runtime/backend.h"
@@ -156,10 +157,10 @@ TEST(FusionTest, GeluTanhIsOneKernel) {
 void ExpectSame(const ir::Module& m, const std::vector<Literal>& args, const std::string& what);
 
 // Note [Recomputing cheap values]: in a GELU's forward and backward, every intermediate of the
-// forward (x + bias, x^3, tanh(...), ...) is needed by the backward too. None is written: the
-// forward kernel writes its product with dy for the loss (a reduction's prologue) and the backward
-// recomputes from x and the bias; the only full-size values written are the results.
-TEST(FusionTest, GeluBackwardRecomputesTheForwardInsteadOfReadingIt) {
+// forward (x + bias, x^3, tanh(...), ...) is needed by the backward too. The cheap ones are not
+// written: the backward recomputes them from x and the bias. The tanh is not cheap: the forward
+// kernel (the loss's prologue) writes it, and the backward reads it instead of computing it again.
+TEST(FusionTest, GeluBackwardReadsTheTanhAndRecomputesTheRest) {
   const int64_t R = 64, C = 256;
   ir::Module m("gelu_step");
   Builder b(m.AddFunction("main"));
@@ -170,15 +171,56 @@ TEST(FusionTest, GeluBackwardRecomputesTheForwardInsteadOfReadingIt) {
   b.Return({b.Reduce(b.Mul(GeluTanh(b, h), dy), ReduceKind::kSum, {0, 1})});
   std::unique_ptr<ir::Module> g = autodiff::GradModule(m, 0, {0, 1});
   const std::vector<codegen::Kernel> ks = FuseOptimized(*g);
-  int full_outputs = 0, tanh_kernels = 0;
+  ASSERT_EQ(ks.size(), 2u) << codegen::DescribeKernels(ks);  // the loss with its prologue; the backward
+  std::vector<const Value*> full_outputs;
+  int tanh_kernels = 0;
   for (const codegen::Kernel& k : ks) {
-    for (const Value* v : k.outputs) full_outputs += v->shape().NumElements() == R * C;
+    for (const Value* v : k.outputs)
+      if (v->shape().NumElements() == R * C) full_outputs.push_back(v);
     tanh_kernels += std::any_of(k.nodes.begin(), k.nodes.end(), [](const ir::Node* n) { return n->op() == OpKind::kTanh; });
   }
-  EXPECT_EQ(full_outputs, 1) << codegen::DescribeKernels(ks);  // dx
-  EXPECT_EQ(tanh_kernels, 2) << codegen::DescribeKernels(ks);  // the loss's prologue and the backward
+  ASSERT_EQ(full_outputs.size(), 2u) << codegen::DescribeKernels(ks);  // the tanh and dx
+  EXPECT_EQ(full_outputs[0]->node()->op(), OpKind::kTanh) << codegen::DescribeKernels(ks);
+  EXPECT_EQ(tanh_kernels, 1) << codegen::DescribeKernels(ks);
+  EXPECT_TRUE(std::find(ks[1].inputs.begin(), ks[1].inputs.end(), full_outputs[0]) != ks[1].inputs.end())
+      << codegen::DescribeKernels(ks);
   ExpectSame(*g, {RandomLiteral(DType::kF32, {R, C}, 1), RandomLiteral(DType::kF32, {C}, 2),
                   RandomLiteral(DType::kF32, {R, C}, 3)}, "gelu step");
+}
+
+// Found by the compiler fuzzer (program 201527): %1 = logistic (a transcendental, not recomputed)
+// joins the kernel of %h (multi-output fusion), and its only user, sign, is recomputed in both
+// kernels. The later kernel's sign reads %1, so %1 is an output although all its users are
+// members of its own kernel.
+TEST(FusionTest, AValueReadByARecomputedUserElsewhereIsWritten) {
+  std::unique_ptr<ir::Module> m = ir::ParseModule(R"(module @m {
+  func @main {
+    %i = iota() {dim=0} : f64[4]
+    %c = cos(%i) : f64[4]
+    %1 = logistic(%c) : f64[4]
+    %2 = sqrt(%c) : f64[4]
+    %3 = log(%2) : f64[4]
+    %s = sign(%1) : f64[4]
+    %t = rsqrt(%s) : f64[4]
+    %h = floor(%t) : f64[4]
+    %4 = sub(%t, %3) : f64[4]
+    %5 = log(%4) : f64[4]
+    %7 = logistic(%5) : f64[4]
+    return %7, %h
+  }
+})");
+  const std::vector<codegen::Kernel> ks = codegen::FuseFunction(*m->entry());
+  const Value* logistic = nullptr;
+  for (const auto& n : m->entry()->nodes())
+    if (n->op() == OpKind::kLogistic && logistic == nullptr) logistic = n->result();
+  int writers = 0, readers = 0;
+  for (const codegen::Kernel& k : ks) {
+    writers += std::count(k.outputs.begin(), k.outputs.end(), logistic);
+    readers += std::count(k.inputs.begin(), k.inputs.end(), logistic);
+  }
+  EXPECT_EQ(writers, 1) << codegen::DescribeKernels(ks);
+  EXPECT_EQ(readers, 1) << codegen::DescribeKernels(ks);
+  ExpectSame(*m, {}, "recomputed user");
 }
 
 TEST(FusionTest, LayerNormIsReducesPlusFusedElementwise) {
