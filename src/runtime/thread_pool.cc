@@ -20,7 +20,7 @@ constexpr int64_t kCallerSpinMicros = 100;
 
 }  // namespace
 
-ThreadPool::ThreadPool(int num_threads) {
+ThreadPool::ThreadPool(int num_threads) : shares_(static_cast<size_t>(std::max(1, num_threads))) {
   for (int i = 1; i < std::max(1, num_threads); ++i)
     workers_.emplace_back([this, i] {
       pthread_setname_np(pthread_self(), ("axle-pool-" + std::to_string(i)).substr(0, 15).c_str());
@@ -50,16 +50,34 @@ static void Chunk(int64_t n, int64_t parts, int64_t index, int64_t& begin, int64
   end = n * (index + 1) / parts;
 }
 
-// Note [Pool chunks] (thread_pool.h): claims chunks of call `gen` until none is left.
-void ThreadPool::RunChunks(uint32_t gen, const std::function<void(int64_t, int64_t)>* fn, int64_t n,
+// Note [Chunks stay on their thread] (thread_pool.h): the next chunk for `self`, from the front of
+// its own share, else from the back of another's; false when every chunk of call `gen` is taken.
+bool ThreadPool::Claim(uint32_t gen, int self, int64_t* chunk) {
+  const int threads = static_cast<int>(shares_.size());
+  for (int k = 0; k < threads; ++k) {
+    std::atomic<uint64_t>& word = shares_[static_cast<size_t>((self + k) % threads)].word;
+    const bool own = k == 0;
+    uint64_t w = word.load(std::memory_order_acquire);
+    for (;;) {
+      const uint64_t front = (w >> 16) & 0xffffu, back = w & 0xffffu;
+      if (static_cast<uint32_t>(w >> 32) != gen || front >= back) break;
+      const uint64_t next = own ? w + (uint64_t{1} << 16) : w - 1;
+      if (word.compare_exchange_weak(w, next, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        *chunk = static_cast<int64_t>(own ? front : back - 1);
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Note [Pool chunks] (thread_pool.h): runs chunks of call `gen` until none is left to claim.
+void ThreadPool::RunChunks(uint32_t gen, int self, const std::function<void(int64_t, int64_t)>* fn, int64_t n,
                            int64_t chunks, const std::string* label) {
-  for (;;) {
-    uint64_t t = ticket_.load(std::memory_order_acquire);
-    do {
-      if (static_cast<uint32_t>(t >> 32) != gen || static_cast<int64_t>(t & 0xffffffffu) >= chunks) return;
-    } while (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire));
+  int64_t ran = 0, c;
+  while (Claim(gen, self, &c)) {
     int64_t b, e;
-    Chunk(n, chunks, static_cast<int64_t>(t & 0xffffffffu), b, e);
+    Chunk(n, chunks, c, b, e);
     std::exception_ptr error;
     const bool nested = tls_in_pool_body;
     tls_in_pool_body = true;
@@ -79,14 +97,16 @@ void ThreadPool::RunChunks(uint32_t gen, const std::function<void(int64_t, int64
       std::lock_guard<std::mutex> lock(mu_);
       if (!error_) error_ = error;
     }
-    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks) {
-      std::lock_guard<std::mutex> lock(mu_);  // the caller checks done_ under mu_ before it sleeps
-      done_cv_.notify_one();
-    }
+    ++ran;
+  }
+  // One update of the shared count per thread and call, not one per chunk.
+  if (ran > 0 && done_.fetch_add(ran, std::memory_order_acq_rel) + ran == chunks) {
+    std::lock_guard<std::mutex> lock(mu_);  // the caller checks done_ under mu_ before it sleeps
+    done_cv_.notify_one();
   }
 }
 
-void ThreadPool::WorkerLoop(int /*index*/) {
+void ThreadPool::WorkerLoop(int index) {
   int64_t seen = 0;
   for (;;) {
     const std::function<void(int64_t, int64_t)>* fn;
@@ -105,7 +125,7 @@ void ThreadPool::WorkerLoop(int /*index*/) {
       label = label_;
     }
     // The call may be over already (fn null, every chunk claimed): RunChunks then claims nothing.
-    RunChunks(static_cast<uint32_t>(seen), fn, n, chunks, label);
+    RunChunks(static_cast<uint32_t>(seen), index, fn, n, chunks, label);
   }
 }
 
@@ -130,11 +150,18 @@ void ThreadPool::ParallelFor(int64_t n, int64_t min_parallel, const std::functio
     n_ = n;
     chunks_ = chunks;
     done_.store(0, std::memory_order_relaxed);
-    gen = static_cast<uint32_t>(++generation_);
-    ticket_.store(uint64_t{gen} << 32, std::memory_order_release);
+    const int64_t next = generation_.load(std::memory_order_relaxed) + 1;
+    gen = static_cast<uint32_t>(next);
+    const int64_t threads = num_threads();
+    for (int64_t t = 0; t < threads; ++t) {
+      const uint64_t front = static_cast<uint64_t>(chunks * t / threads);
+      const uint64_t back = static_cast<uint64_t>(chunks * (t + 1) / threads);
+      shares_[static_cast<size_t>(t)].word.store(uint64_t{gen} << 32 | front << 16 | back, std::memory_order_relaxed);
+    }
+    generation_.store(next, std::memory_order_release);  // publishes the shares to spinning workers
   }
   work_cv_.notify_all();
-  RunChunks(gen, &fn, n, chunks);
+  RunChunks(gen, 0, &fn, n, chunks);
   // Every chunk is claimed; wait for those still running on workers (they use `fn`).
   SpinUntil([&] { return done_.load(std::memory_order_acquire) == chunks; }, kCallerSpinMicros);
   std::exception_ptr error;

@@ -16,7 +16,7 @@
 // 5 interleaved runs of 150 steps, in three batches: 27.7 / 25.4 / 31.7 ms a step without
 // spinning, 24.2 / 21.8 / 28.1 with a 5 ms spin (29.1 with the yield, in the third batch).
 //
-// Note [Pool chunks]: the chunks are claimed from a shared counter, not assigned to threads. The
+// Note [Pool chunks]: the chunks are claimed, not assigned to threads once and for all. The
 // host thread (tracing the next step) and the pool's threads are three runnable threads on two
 // cores: a worker the kernel has not scheduled yet used to hold back its fixed half of a loop for
 // up to a scheduler time slice while the caller, done with its own half, waited. GPT-2 small's
@@ -25,8 +25,21 @@
 // medians of 6 interleaved runs of 60 steps, 38.5 -> 34.4 ms a step. Chunk boundaries
 // depend only on n, min_parallel and the thread count, never on which thread runs what, so
 // results stay bitwise deterministic. A chunk is at least min_parallel / 2 iterations and there
-// are at most kChunksPerThread per thread. The counter carries the call's generation, so a worker
-// that wakes after its call ended claims nothing of the next one.
+// are at most kChunksPerThread per thread. Each share (below) carries the call's generation, so a
+// worker that wakes after its call ended claims nothing of the next one.
+//
+// Note [Chunks stay on their thread]: each thread has a share of a call's chunks (the caller the
+// first, worker i the i-th, in order), claims from the front of its own share and, once that is
+// empty, steals from the back of another's. Two calls over the same n are cut the same way, so in
+// a chain of same-sized kernels each thread reads mostly what it wrote itself, from its own cache.
+// Until session 26 all chunks were claimed in turn from one shared counter, and which thread ran
+// which chunk was random: half of every kernel's input came from the other core's cache. That
+// costs little when the two cores share an L3 (session 25 on Zen 1 measured no gain from shares),
+// but a VM's two vCPUs are not always on one core complex: on the Zen 4 host of session 26 a
+// cache line took 50-70 ns there and back between them for minutes, then 360-400 ns for minutes
+// (the hypervisor moved a vCPU to another complex), and GPT-2 small's step went from 10.5 to 17
+// ms, the split elementwise kernels 3-5x slower (the AdamW update 7 -> 36 us a call). Each
+// thread also adds its finished chunks to the shared count once a call, not once a chunk.
 //
 // Note [Competing threads]: a lazy step runs on the execution thread while the host thread traces
 // the next one, so the pool's threads plus the host are three runnable threads on two cores.
@@ -131,8 +144,16 @@ class ThreadPool {
 
  private:
   void WorkerLoop(int index);
-  void RunChunks(uint32_t gen, const std::function<void(int64_t, int64_t)>* fn, int64_t n, int64_t chunks,
+  void RunChunks(uint32_t gen, int self, const std::function<void(int64_t, int64_t)>* fn, int64_t n, int64_t chunks,
                  const std::string* label = nullptr);
+  bool Claim(uint32_t gen, int self, int64_t* chunk);
+
+  // Note [Chunks stay on their thread]: thread t's share of the current call's chunks, as
+  // (call generation << 32) | (front << 16) | back; t claims from the front, others steal from
+  // the back. One cache line each, so a thread claiming its own chunks touches no other's line.
+  struct alignas(64) Share {
+    std::atomic<uint64_t> word{0};
+  };
 
   std::vector<std::thread> workers_;
   std::mutex mu_;                 // guards everything below, and serialises ParallelFor calls
@@ -143,7 +164,7 @@ class ThreadPool {
   int64_t n_ = 0;
   int64_t chunks_ = 0;
   std::atomic<int64_t> generation_{0};  // written under mu_; read while spinning
-  std::atomic<uint64_t> ticket_{0};     // (call generation << 32) | next unclaimed chunk
+  std::vector<Share> shares_;           // one per thread, the caller's first
   std::atomic<int64_t> done_{0};        // chunks of the current call finished
   std::atomic<int64_t> dispatches_{0};
   std::atomic<int> competing_{0};

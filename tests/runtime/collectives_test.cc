@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -305,6 +306,42 @@ TEST(ThreadPoolTest, AChunkThatThrowsIsRethrownAndThePoolStaysUsable) {
     for (int64_t i = b; i < e; ++i) sum += i;
   });
   EXPECT_EQ(sum.load(), 999 * 1000 / 2);
+}
+
+// Note [Chunks stay on their thread]: the caller starts at the front of its own share (chunk 0);
+// a worker held up in its first chunk has the rest of its share stolen from the back, and every
+// iteration still runs exactly once.
+TEST(ThreadPoolTest, ThreadsStartOnTheirOwnShareAndStealTheRest) {
+  ThreadPool pool(3);
+  constexpr int64_t kN = 12000;  // min_parallel 1000: 12 chunks of 1000, 4 a thread
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int call = 0; call < 20; ++call) {
+    std::vector<std::atomic<int>> seen(kN);
+    std::mutex mu;
+    std::vector<int64_t> caller_chunks;
+    std::atomic<bool> worker_slept{false};
+    pool.ParallelFor(kN, 1000, [&](int64_t b, int64_t e) {
+      EXPECT_EQ(e - b, 1000);
+      if (std::this_thread::get_id() == caller) {
+        std::lock_guard<std::mutex> lock(mu);
+        caller_chunks.push_back(b / 1000);
+      } else if (!worker_slept.exchange(true)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      for (int64_t i = b; i < e; ++i) seen[static_cast<size_t>(i)]++;
+    });
+    for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(seen[static_cast<size_t>(i)].load(), 1) << "call " << call << ", i " << i;
+    // The caller's own share is chunks 0-3: it runs a prefix of them in order (the rest may be
+    // stolen from the back), then only chunks stolen from the workers' shares.
+    ASSERT_FALSE(caller_chunks.empty());
+    size_t own = 0;
+    while (own < caller_chunks.size() && caller_chunks[own] < 4) {
+      EXPECT_EQ(caller_chunks[own], static_cast<int64_t>(own)) << "call " << call;
+      ++own;
+    }
+    EXPECT_GE(own, 1u) << "call " << call;
+    for (size_t j = own; j < caller_chunks.size(); ++j) EXPECT_GE(caller_chunks[j], 4) << "call " << call;
+  }
 }
 
 // dispatches() counts the calls split over the pool (AXLE_PROFILE's one-thread column), not those
