@@ -115,6 +115,18 @@ run_torch() {  # [ENV=VALUE...] -> "tokens/s"
   fi
 }
 
+# Note [Two vCPUs, near or apart] (bench/README.md, "Session 26"): a cache line's round trip
+# between the two cores, measured before and after each round (bench/core_round_trip.c). A VM's
+# vCPUs may sit on one core complex (50-75 ns on the Zen 4 host of session 26) or on two (350-400
+# ns), for minutes at a time; Axle's two threads share every kernel's data and pay for the second,
+# PyTorch's best setting (often one thread) hardly does.
+round_trip=""
+if [[ "$CORES" -ge 2 ]] && cc -O2 -pthread "$ROOT/bench/core_round_trip.c" -o "$TMP/round_trip" 2>/dev/null; then
+  round_trip="$TMP/round_trip"
+fi
+probe_cores() { [[ -n "$round_trip" ]] && timeout 10 "$round_trip" 2>/dev/null; }
+NEAR_NS="${NEAR_NS:-200}"  # both probes of a round under this: the vCPUs were near
+
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END {if (NR) print (NR % 2 ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2)}'; }
 
 # ROUNDS > 1 alternates the two sides (axle, pytorch, axle, ...): this VM's speed drifts by
@@ -132,7 +144,9 @@ TORCH_MKL="${TORCH_MKL:-auto}"
 TORCH_ONE_THREAD="${TORCH_ONE_THREAD:-auto}"
 faster() { [[ -z "$2" ]] || awk -v m="$1" -v o="$2" 'BEGIN{exit !(m > o)}'; }  # tokens/s $1 beats $2 (or no $2)
 axle_all="" torch_all="" torch_ob_all="" torch_mkl_all="" torch_1t_all="" ratio_all="" axle_compile=""
+near_ratios="" apart_ratios=""
 for ((round = 1; round <= ROUNDS; ++round)); do
+  rt0="$(probe_cores)"
   a="$(run_axle)"
   if [[ "$TORCH_MKL" == auto ]]; then  # the MKL Axle loaded (its header: "blas: mkl, MKL V (sequential), PATH")
     TORCH_MKL="$(sed -n 's/^blas: mkl, .*, \(\/.*\)$/\1/p' "$TMP/axle.out" 2>/dev/null | head -1)"
@@ -157,7 +171,14 @@ for ((round = 1; round <= ROUNDS; ++round)); do
   r=""
   [[ -n "$a" && -n "$t" ]] && r="$(awk -v a="${a%% *}" -v t="$t" 'BEGIN{printf "%.2f", a/t}')" && ratio_all+=" $r"
   settings="${tm:+, mkl $tm}${t1:+, 1 thr $t1}"
-  ((ROUNDS > 1)) && echo "round $round: axle ${a%% *} tokens/s, pytorch $t tokens/s${settings:+ (openblas ${torch_ob_all##* }$settings)}${r:+, ${r}x}"
+  rt1="$(probe_cores)" cores=""
+  if [[ -n "$rt0" && -n "$rt1" ]]; then
+    if ((rt0 < NEAR_NS && rt1 < NEAR_NS)); then cores="near"; [[ -n "$r" ]] && near_ratios+=" $r"
+    elif ((rt0 >= NEAR_NS && rt1 >= NEAR_NS)); then cores="apart"; [[ -n "$r" ]] && apart_ratios+=" $r"
+    else cores="moved"; fi
+    cores="; cores $cores, $rt0 / $rt1 ns"
+  fi
+  ((ROUNDS > 1)) && echo "round $round: axle ${a%% *} tokens/s, pytorch $t tokens/s${settings:+ (openblas ${torch_ob_all##* }$settings)}${r:+, ${r}x}$cores"
 done
 axle_tps=""
 [[ -n "$axle_all" ]] && axle_tps="$(median <<<"$axle_all") $axle_compile"
@@ -241,6 +262,12 @@ fi
 if [[ -n "$ratio" ]]; then
   printf '%-26s %14s%s\n' "axle / pytorch" "$(awk -v r="$ratio" 'BEGIN{printf "%.2fx", r}')" \
     "$( ((ROUNDS > 1)) && echo "   median of $ROUNDS rounds:$ratio_all")"
+  # The same, split by where the two vCPUs were (Note [Two vCPUs, near or apart] above).
+  for side in near apart; do
+    rs="$([[ $side == near ]] && echo "$near_ratios" || echo "$apart_ratios")"
+    [[ -n "$rs" ]] && printf '%-26s %14s   %s\n' "  (cores $side)" "$(awk -v r="$(median <<<"$rs")" 'BEGIN{printf "%.2fx", r}')" \
+      "median of the $(wc -w <<<"$rs") rounds whose probes both read $([[ $side == near ]] && echo "<" || echo ">=") $NEAR_NS ns:$rs"
+  done
 fi
 [[ "$JAX_PYTHON" != none ]] && printf '%-26s %14s   %s\n' "jax jit ($JAX_THREADS thr)" "$jax_tps" "$(roof "$jax_tps")"
 if [[ -n "$axle_tps" && -n "$jax_tps" ]]; then
