@@ -443,6 +443,30 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
   const std::string xv = c.operand(k.reduce->operand(0));  // a member value, or the input itself
   const int64_t R = k.reduced, B = k.num_elements;
   s += "  double acc[512];\n";
+  if (const int64_t P = ColumnRowBlocks(k, options); P > 1) {
+    // Note [Column sums by blocks of rows]: [begin, end) are blocks of rows, each summed into its
+    // own row of partial sums (out[outputs], P x B doubles); begin < 0 adds the P partials in
+    // order and writes the result.
+    s += fmt::format("  double* part = static_cast<double*>(out[{}]);\n", k.outputs.size());
+    s += "  if (begin < 0) {\n";
+    s += fmt::format("    for (int64_t j = 0; j < {}; ++j) {{\n", B);
+    s += fmt::format("      double a = {};\n", ReduceInit(kind));
+    s += fmt::format("      for (int64_t p = 0; p < {}; ++p) a = a + part[p * {} + j];\n", P, B);
+    s += "      out0[j] = " + ReduceFinish(*k.reduce, R, "a") + ";\n    }\n    return;\n  }\n";
+    s += "  for (int64_t p = begin; p < end; ++p) {\n";
+    s += fmt::format("    const int64_t r0 = {0} * p / {1}, r1 = {0} * (p + 1) / {1};\n", R, P);
+    s += fmt::format("    for (int64_t b0 = 0; b0 < {}; b0 += 512) {{\n", B);
+    s += fmt::format("      const int64_t n = {0} - b0 < 512 ? {0} - b0 : 512;\n", B);
+    s += fmt::format("      for (int64_t j = 0; j < n; ++j) acc[j] = {};\n", ReduceInit(kind));
+    s += "      for (int64_t r = r0; r < r1; ++r) {\n";
+    s += "#pragma GCC ivdep\n";
+    s += "      for (int64_t j = 0; j < n; ++j) {\n";
+    s += fmt::format("        const int64_t i = r * {} + b0 + j;\n", B);
+    s += body;
+    s += "        " + ReduceCombine(kind, "acc[j]", xv) + "\n      }\n      }\n";
+    s += fmt::format("      for (int64_t j = 0; j < n; ++j) part[p * {} + b0 + j] = acc[j];\n    }}\n  }}\n}}\n", B);
+    return;
+  }
   s += "  for (int64_t b0 = begin; b0 < end; b0 += 512) {\n";
   s += "    const int64_t n = end - b0 < 512 ? end - b0 : 512;\n";
   s += fmt::format("    for (int64_t j = 0; j < n; ++j) acc[j] = {};\n", ReduceInit(kind));
@@ -461,6 +485,13 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
 namespace axle::codegen {
 
 using namespace internal;  // NOLINT: this file's own helpers
+
+int64_t ColumnRowBlocks(const Kernel& k, const EmitOptions& options) {
+  if (options.exact_math || !k.fused || k.reduce == nullptr || !k.column) return 1;
+  if (k.reduce->attrs_as<ir::ReduceAttrs>().kind != ir::ReduceKind::kSum) return 1;
+  if (k.reduce->result()->dtype() != DType::kF32) return 1;
+  return std::clamp<int64_t>(k.reduced / kRowsPerBlock, 1, kMaxRowBlocks);
+}
 
 std::vector<bool> InputsReadAtIndex(const Kernel& k) {
   // A reduction kernel reads its inputs at the operand index, not at the output index.
@@ -502,6 +533,7 @@ EmittedModule EmitCpp(const std::vector<Kernel>& kernels, const EmitOptions& opt
     if (!kernels[i].fused) {
       m.symbols.emplace_back();
       m.inputs_read_at_index.emplace_back(kernels[i].inputs.size(), false);
+      m.row_blocks.push_back(1);
       continue;
     }
     const std::string name = fmt::format("k{}", i);
@@ -512,6 +544,7 @@ EmittedModule EmitCpp(const std::vector<Kernel>& kernels, const EmitOptions& opt
       EmitKernel(k, name, options, m.source);
     m.symbols.push_back(name);
     m.inputs_read_at_index.push_back(InputsReadAtIndex(kernels[i]));
+    m.row_blocks.push_back(ColumnRowBlocks(k, options));
   }
   return m;
 }

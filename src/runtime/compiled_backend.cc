@@ -103,6 +103,11 @@ std::unique_ptr<Executable> CompileModule(const ir::Module& module, DiskCache* c
     if (kern.reduce != nullptr || codegen::IsRowKernel(kern))
       g.min_chunk = std::max<int64_t>(1, kParallelElements / std::max<int64_t>(kern.reduced, 1));
     if (kern.reduce != nullptr && kern.column) g.chunks_per_thread = 1;
+    g.row_blocks = em.row_blocks[k];
+    if (g.row_blocks > 1) {  // the pool splits the blocks, all of them when the sum is large enough
+      g.chunks_per_thread = kChunksPerThread;
+      g.min_chunk = kern.reduced * kern.num_elements >= kParallelElements ? 1 : g.row_blocks + 1;
+    }
     g.reduction = kern.reduce != nullptr;
     if (profile::Labeling())
       g.label = fmt::format("{} {}", codegen::DescribeKernel(kern), DTypeName(kern.outputs[0]->dtype()));

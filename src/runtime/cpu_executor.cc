@@ -345,10 +345,32 @@ void CpuExecutable::RunGenerated(RunState& rs, const Step& st, std::vector<SlotS
   CallGenerated(*st.generated, call);
 }
 
+namespace {
+// Note [Column sums by blocks of rows]: the partial sums of a call, P x B doubles, one buffer per
+// calling thread (the pool's workers write into the caller's).
+std::vector<void*> WithPartials(const GeneratedKernel& g, const std::vector<void*>& out) {
+  thread_local std::vector<double> partials;
+  partials.resize(static_cast<size_t>(g.row_blocks * g.elements));
+  std::vector<void*> with = out;
+  with.push_back(partials.data());
+  return with;
+}
+}  // namespace
+
 // Runs a generated kernel whose buffers are bound, split over the pool when it is large enough.
 void CpuExecutable::CallGenerated(const GeneratedKernel& g, const GeneratedCall& call) {
   const GeneratedKernel::Fn fn = g.fn;
   const void* const* pin = call.in.data();
+  if (g.row_blocks > 1) {
+    if (g.elements <= 0) return;
+    const std::vector<void*> out = WithPartials(g, call.out);
+    void* const* pout = out.data();
+    // min_chunk: 1, or more blocks than there are when the sum is too small to split.
+    ThreadPool::Global().ParallelFor(g.row_blocks, g.min_chunk, [&](int64_t b, int64_t e) { fn(pin, pout, b, e); },
+                                     g.chunks_per_thread);
+    fn(pin, pout, -1, -1);
+    return;
+  }
   void* const* pout = call.out.data();
   const int64_t chunk = g.min_chunk > 0 ? g.min_chunk : kParallelElements;
   if (g.elements >= chunk && g.elements > 1) {
@@ -359,6 +381,16 @@ void CpuExecutable::CallGenerated(const GeneratedKernel& g, const GeneratedCall&
   }
 }
 
+void CpuExecutable::CallGeneratedInline(const GeneratedKernel& g, const GeneratedCall& call) {
+  if (g.elements <= 0) return;
+  if (g.row_blocks > 1) {
+    const std::vector<void*> out = WithPartials(g, call.out);
+    g.fn(call.in.data(), out.data(), 0, g.row_blocks);
+    g.fn(call.in.data(), out.data(), -1, -1);
+    return;
+  }
+  g.fn(call.in.data(), call.out.data(), 0, g.elements);
+}
 
 // A collective: the result goes to a fresh or recycled buffer (never an operand's storage: the
 // group's peers read the operand while this device writes its result).

@@ -36,6 +36,10 @@ struct GeneratedKernel {
   // (GPT-2 small's GELU backward with its bias gradient, 7 inputs of 1 MB: 0.96-1.0 ms a call in
   // halves, 1.04-1.13 ms in eighths, AXLE_PROFILE over 300 steps).
   int chunks_per_thread = kChunksPerThread;
+  // Above 1: a column sum cut into this many blocks of rows (Note [Column sums by blocks of
+  // rows], codegen/emit_cpp.h): fn runs blocks [begin, end) into partials passed after the
+  // outputs, and fn(in, out, -1, -1) adds them up; `elements` stays the kernel's output count.
+  int64_t row_blocks = 1;
   bool reduction = false;  // it has a reduction (its elements are the reduced outputs, or rows)
   const ir::Node* first = nullptr;  // for error messages
   std::string label;                // AXLE_PROFILE

@@ -102,6 +102,8 @@ class CpuExecutable final : public Executable {
   };
   bool BindGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots, bool in_place, GeneratedCall& call);
   static void CallGenerated(const GeneratedKernel& g, const GeneratedCall& call);
+  // The same on this thread alone (beside a pair).
+  static void CallGeneratedInline(const GeneratedKernel& g, const GeneratedCall& call);
   void RunCollective(RunState& rs, const Step& st, std::vector<SlotState>& slots);
   // a, b, the a.fillers steps after b (Note [Kernels beside a pair]) and the a.followers steps
   // after those (Note [Followers of a pair]).

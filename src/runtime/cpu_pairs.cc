@@ -247,8 +247,7 @@ void CpuExecutable::RunPair(RunState& rs, const Step* pair, std::vector<SlotStat
       if (i < 2) {
         done[i] = s.kernel.fn(*s.node, ops[i], *out[i]);
       } else if (bound[static_cast<size_t>(i - 2)] && s.generated->elements > 0) {
-        const GeneratedCall& c = calls[static_cast<size_t>(i - 2)];
-        s.generated->fn(c.in.data(), c.out.data(), 0, s.generated->elements);
+        CallGeneratedInline(*s.generated, calls[static_cast<size_t>(i - 2)]);
       }
     } catch (...) {
       error[static_cast<size_t>(i)] = std::current_exception();

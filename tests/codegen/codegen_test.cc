@@ -31,6 +31,7 @@
 #include "runtime/backend.h"
 #include "runtime/compiled_backend.h"
 #include "runtime/disk_cache.h"
+#include "runtime/thread_pool.h"
 #include "../runtime/runtime_test_util.h"
 #include "random_ops.h"
 #include "testing/random_module.h"
@@ -578,6 +579,56 @@ TEST(CompiledBackendTest, FullReductionsSplitInFastMath) {
     EXPECT_TRUE(runtime::testutil::SameBits(*want[1], *got[1])) << "max, fast " << fast;
     // Two levels in fast math (a [64] row-result reduce after each), one in exact math.
     EXPECT_EQ(exe->last_stats().kernels_run, fast ? 4 : 2) << "fast " << fast;
+  }
+}
+
+// Note [Column sums by blocks of rows] (codegen/emit_cpp.h): in fast math an f32 column sum of at
+// least 2 x 64 rows is cut into blocks of whole rows whose partial sums are added in block order:
+// each output within an ulp of the interpreter's (double accumulation, reassociated), the same
+// bits whether the blocks ran on the pool or inline, the prologue's own output bitwise. Exact
+// math, max and short columns keep one sum per column in row order.
+TEST(CompiledBackendTest, ColumnSumsByBlocksOfRowsInFastMath) {
+  struct Case {
+    Shape shape;
+    ReduceKind kind;
+    int64_t blocks;  // in fast math
+  };
+  for (const Case& c : {Case{Shape{600, 300}, ReduceKind::kSum, 8}, Case{Shape{1000, 37}, ReduceKind::kSum, 8},
+                        Case{Shape{130, 70}, ReduceKind::kSum, 2}, Case{Shape{127, 40}, ReduceKind::kSum, 1},
+                        Case{Shape{600, 300}, ReduceKind::kMax, 1}}) {
+    ir::Module m("column_sum");
+    Builder b(m.AddFunction("main"));
+    Value* x = b.Parameter(0, TensorType(DType::kF32, c.shape), "x");
+    Value* y = b.Parameter(1, TensorType(DType::kF32, c.shape), "y");
+    Value* e = b.Mul(b.Add(x, y), b.Sub(y, x));
+    b.Return({b.Reduce(e, c.kind, {0}), b.Unary(OpKind::kNeg, e)});
+    const std::string what = fmt::format("{} {}", c.shape.ToString(), c.kind == ReduceKind::kSum ? "sum" : "max");
+    const std::vector<codegen::Kernel> ks = FuseOptimized(*m.Clone());
+    ASSERT_EQ(CountReductions(ks), 1) << what;
+    for (const codegen::Kernel& k : ks) {
+      if (k.reduce == nullptr) continue;
+      EXPECT_TRUE(k.column) << what;
+      EXPECT_EQ(codegen::ColumnRowBlocks(k, {.exact_math = false}), c.blocks) << what;
+      EXPECT_EQ(codegen::ColumnRowBlocks(k, {.exact_math = true}), 1) << what;
+    }
+    const std::vector<Literal> args = {RandomLiteral(DType::kF32, c.shape, 3), RandomLiteral(DType::kF32, c.shape, 4)};
+    std::vector<BufferPtr> want = runtime::GetBackend("interpreter").Compile(m)->Execute(Buffers(args));
+    FastMathScope fast(true);
+    std::vector<BufferPtr> got = runtime::GetBackend("compiled").Compile(m)->Execute(Buffers(args));
+    EXPECT_TRUE(runtime::testutil::SameBits(*want[1], *got[1])) << what;
+    if (c.blocks == 1) {
+      EXPECT_TRUE(runtime::testutil::SameBits(*want[0], *got[0])) << what;
+    } else {
+      for (int64_t j = 0; j < want[0]->NumElements(); ++j) {
+        const double w = want[0]->GetDouble(j), g = got[0]->GetDouble(j);
+        ASSERT_NEAR(g, w, std::abs(w) * 0x1p-23 + 1e-30) << what << ", column " << j;
+      }
+    }
+    // Inline (another thread takes a core: Note [Competing threads]) gives the same bits.
+    runtime::ThreadPool::Global().AddCompeting(+1);
+    std::vector<BufferPtr> inline_run = runtime::GetBackend("compiled").Compile(m)->Execute(Buffers(args));
+    runtime::ThreadPool::Global().AddCompeting(-1);
+    EXPECT_TRUE(runtime::testutil::SameBits(*got[0], *inline_run[0])) << what;
   }
 }
 

@@ -85,7 +85,8 @@ testing::RandomModuleOptions Options(int config) {
 }
 
 // Whether fast math approximates `n`: an f32 exp/log/log1p/tanh/logistic/erf/sin/cos, an f32
-// sum (a row sum accumulates in 8 double lanes, a large full sum in two levels: reassociated),
+// sum (a row sum accumulates in 8 double lanes, a column sum in blocks of rows, a large full sum
+// in two levels: reassociated),
 // or an f32 scatter_add (scatter-accumulate may fold an add into it: reassociated).
 bool Approximated(const ir::Node& n) {
   switch (n.op()) {
