@@ -603,7 +603,8 @@ TEST(CompiledBackendTest, ColumnSumsByBlocksOfRowsInFastMath) {
     Value* e = b.Mul(b.Add(x, y), b.Sub(y, x));
     b.Return({b.Reduce(e, c.kind, {0}), b.Unary(OpKind::kNeg, e)});
     const std::string what = fmt::format("{} {}", c.shape.ToString(), c.kind == ReduceKind::kSum ? "sum" : "max");
-    const std::vector<codegen::Kernel> ks = FuseOptimized(*m.Clone());
+    const std::unique_ptr<ir::Module> optimized = m.Clone();  // the kernels point into it
+    const std::vector<codegen::Kernel> ks = FuseOptimized(*optimized);
     ASSERT_EQ(CountReductions(ks), 1) << what;
     for (const codegen::Kernel& k : ks) {
       if (k.reduce == nullptr) continue;
