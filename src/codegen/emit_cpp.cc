@@ -443,40 +443,40 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
   const std::string xv = c.operand(k.reduce->operand(0));  // a member value, or the input itself
   const int64_t R = k.reduced, B = k.num_elements;
   s += "  double acc[512];\n";
-  if (const int64_t P = ColumnRowBlocks(k, options); P > 1) {
-    // Note [Column sums by blocks of rows]: [begin, end) are blocks of rows, each summed into its
-    // own row of partial sums (out[outputs], P x B doubles); begin < 0 adds the P partials in
-    // order and writes the result.
-    s += fmt::format("  double* part = static_cast<double*>(out[{}]);\n", k.outputs.size());
-    s += "  if (begin < 0) {\n";
-    s += fmt::format("    for (int64_t j = 0; j < {}; ++j) {{\n", B);
-    s += fmt::format("      double a = {};\n", ReduceInit(kind));
-    s += fmt::format("      for (int64_t p = 0; p < {}; ++p) a = a + part[p * {} + j];\n", P, B);
-    s += "      out0[j] = " + ReduceFinish(*k.reduce, R, "a") + ";\n    }\n    return;\n  }\n";
-    s += "  for (int64_t p = begin; p < end; ++p) {\n";
-    s += fmt::format("    const int64_t r0 = {0} * p / {1}, r1 = {0} * (p + 1) / {1};\n", R, P);
-    s += fmt::format("    for (int64_t b0 = 0; b0 < {}; b0 += 512) {{\n", B);
-    s += fmt::format("      const int64_t n = {0} - b0 < 512 ? {0} - b0 : 512;\n", B);
-    s += fmt::format("      for (int64_t j = 0; j < n; ++j) acc[j] = {};\n", ReduceInit(kind));
-    s += "      for (int64_t r = r0; r < r1; ++r) {\n";
+  // Blocks of 512 outputs b0 in [b_begin, b_end), each accumulated over rows [r_begin, r_end)
+  // and then stored per output j by `store`.
+  auto column_blocks = [&](const std::string& b_begin, const std::string& b_end, const std::string& r_begin,
+                           const std::string& r_end, const std::string& store) {
+    s += fmt::format("  for (int64_t b0 = {}; b0 < {}; b0 += 512) {{\n", b_begin, b_end);
+    s += fmt::format("    const int64_t n = {0} - b0 < 512 ? {0} - b0 : 512;\n", b_end);
+    s += fmt::format("    for (int64_t j = 0; j < n; ++j) acc[j] = {};\n", ReduceInit(kind));
+    s += fmt::format("    for (int64_t r = {}; r < {}; ++r) {{\n", r_begin, r_end);
     s += "#pragma GCC ivdep\n";
     s += "      for (int64_t j = 0; j < n; ++j) {\n";
     s += fmt::format("        const int64_t i = r * {} + b0 + j;\n", B);
     s += body;
-    s += "        " + ReduceCombine(kind, "acc[j]", xv) + "\n      }\n      }\n";
-    s += fmt::format("      for (int64_t j = 0; j < n; ++j) part[p * {} + b0 + j] = acc[j];\n    }}\n  }}\n}}\n", B);
+    s += "        " + ReduceCombine(kind, "acc[j]", xv) + "\n      }\n    }\n";
+    s += "    for (int64_t j = 0; j < n; ++j) " + store + ";\n  }\n";
+  };
+  const int64_t P = ColumnRowBlocks(k, options);
+  if (P == 1) {
+    column_blocks("begin", "end", "0", std::to_string(R), "out0[b0 + j] = " + ReduceFinish(*k.reduce, R, "acc[j]"));
+    s += "}\n";
     return;
   }
-  s += "  for (int64_t b0 = begin; b0 < end; b0 += 512) {\n";
-  s += "    const int64_t n = end - b0 < 512 ? end - b0 : 512;\n";
-  s += fmt::format("    for (int64_t j = 0; j < n; ++j) acc[j] = {};\n", ReduceInit(kind));
-  s += fmt::format("    for (int64_t r = 0; r < {}; ++r) {{\n", R);
-  s += "#pragma GCC ivdep\n";
-  s += "      for (int64_t j = 0; j < n; ++j) {\n";
-  s += fmt::format("        const int64_t i = r * {} + b0 + j;\n", B);
-  s += body;
-  s += "        " + ReduceCombine(kind, "acc[j]", xv) + "\n      }\n    }\n";
-  s += "    for (int64_t j = 0; j < n; ++j) out0[b0 + j] = " + ReduceFinish(*k.reduce, R, "acc[j]") + ";\n  }\n}\n";
+  // Note [Column sums by blocks of rows]: [begin, end) are blocks of rows, each summed into its
+  // own row of partial sums (out[outputs], P x B doubles); begin < 0 adds the P partials in order
+  // and writes the result.
+  s += fmt::format("  double* part = static_cast<double*>(out[{}]);\n", k.outputs.size());
+  s += "  if (begin < 0) {\n";
+  s += fmt::format("    for (int64_t j = 0; j < {}; ++j) {{\n", B);
+  s += fmt::format("      double a = {};\n", ReduceInit(kind));
+  s += fmt::format("      for (int64_t p = 0; p < {}; ++p) a = a + part[p * {} + j];\n", P, B);
+  s += "      out0[j] = " + ReduceFinish(*k.reduce, R, "a") + ";\n    }\n    return;\n  }\n";
+  s += "  for (int64_t p = begin; p < end; ++p) {\n";
+  s += fmt::format("  const int64_t r0 = {0} * p / {1}, r1 = {0} * (p + 1) / {1};\n", R, P);
+  column_blocks("0", std::to_string(B), "r0", "r1", fmt::format("part[p * {} + b0 + j] = acc[j]", B));
+  s += "  }\n}\n";
 }
 
 }  // namespace

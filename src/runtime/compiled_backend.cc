@@ -102,12 +102,11 @@ std::unique_ptr<Executable> CompileModule(const ir::Module& module, DiskCache* c
     // kernel's (one row) is one or more such loops.
     if (kern.reduce != nullptr || codegen::IsRowKernel(kern))
       g.min_chunk = std::max<int64_t>(1, kParallelElements / std::max<int64_t>(kern.reduced, 1));
-    if (kern.reduce != nullptr && kern.column) g.chunks_per_thread = 1;
     g.row_blocks = em.row_blocks[k];
-    if (g.row_blocks > 1) {  // the pool splits the blocks, all of them when the sum is large enough
-      g.chunks_per_thread = kChunksPerThread;
+    if (g.row_blocks > 1)  // the pool splits the blocks: all of them, or none when the sum is small
       g.min_chunk = kern.reduced * kern.num_elements >= kParallelElements ? 1 : g.row_blocks + 1;
-    }
+    else if (kern.reduce != nullptr && kern.column)
+      g.chunks_per_thread = 1;
     g.reduction = kern.reduce != nullptr;
     if (profile::Labeling())
       g.label = fmt::format("{} {}", codegen::DescribeKernel(kern), DTypeName(kern.outputs[0]->dtype()));
