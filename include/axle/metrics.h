@@ -17,6 +17,7 @@ struct Metrics {
   int64_t compiles = 0;          // graphs compiled (missed the in-memory and the on-disk cache)
   int64_t disk_hits = 0;         // graphs whose compiled code came from the on-disk cache
   int64_t cache_hits = 0;        // graphs found in the in-memory executable cache
+  int64_t replays = 0;           // of those, steps a CompiledFunction launched without tracing
   double compile_s = 0;          // total seconds getting executables (compiles + disk loads; tracing excluded)
   double execute_s = 0;          // total seconds of step execution (on the execution thread)
   double trace_cut_s = 0;        // total seconds cutting and hashing graphs

@@ -6,8 +6,11 @@
 // forward, backward and update as one executable. To keep that graph the same every step (so it
 // compiles once), everything that changes between steps — the learning rate, the bias
 // corrections of the step count — enters as a device tensor uploaded each step
-// (axle::from_literal), never as a constant, and the optimizer state is created (and synced) in
-// the constructor rather than on the first step.
+// (axle::from_literal) into the same tensor object every step (axle::set_data), never as a
+// constant, and the optimizer state is created (and synced) in
+// the constructor rather than on the first step. step() registers its host work (the step counts,
+// the uploads) with axle::record_host_effect, so a CompiledFunction (axle/compile.h) that replays
+// the step without tracing it still advances them.
 //
 //   axle::optim::AdamW opt({{decay_params, std::nullopt}, {no_decay_params, 0.0}}, /*lr=*/6e-4);
 //   for (...) { opt.zero_grad(); loss = model(x, y); loss.backward(); opt.step(); axle::sync(); }
@@ -45,10 +48,12 @@ class Optimizer {
 
  protected:
   Optimizer(std::vector<ParamGroup> groups, double lr, const char* name);
-  // The f32 scalar device tensor holding `value` (a fresh upload: a graph input, not a constant).
-  static Tensor Scalar(double value);
+  // Uploads `values` into the f32 scalar tensors scalars_[0, n) (created on first use; the same
+  // tensor objects every step, so a replayed step reads them again: graph inputs, not constants).
+  void SetScalars(const std::vector<double>& values);
 
   std::vector<ParamGroup> groups_;
+  std::vector<Tensor> scalars_;
   std::vector<std::vector<int64_t>> steps_;  // per group, per param
   double lr_;
   const char* name_;
@@ -67,6 +72,10 @@ class SGD : public Optimizer {
   Tensor momentum_buffer(size_t group, size_t index) const;
 
  private:
+  // The host side of a step of the parameters `stepping` (group, index): uploads lr and the
+  // momentum coefficients, advances the step counts; per parameter, its coefficients' slot.
+  std::vector<size_t> HostStep(const std::vector<std::pair<size_t, size_t>>& stepping);
+
   double momentum_, dampening_, weight_decay_;
   bool nesterov_;
   std::vector<std::vector<Tensor>> buf_;
@@ -88,6 +97,11 @@ class AdamW : public Optimizer {
   Tensor exp_avg_sq(size_t group, size_t index) const { return exp_avg_sq_[group][index]; }
 
  private:
+  // The host side of a step of the parameters `stepping` (group, index): advances their step
+  // counts and uploads lr and, per distinct count t, lr / (1 - beta1^t) and sqrt(1 - beta2^t);
+  // per parameter, the slot of its pair.
+  std::vector<size_t> HostStep(const std::vector<std::pair<size_t, size_t>>& stepping);
+
   double beta1_, beta2_, eps_, weight_decay_;
   bool amsgrad_;
   std::vector<std::vector<Tensor>> exp_avg_, exp_avg_sq_, max_exp_avg_sq_;

@@ -26,6 +26,8 @@ std::string DefaultCacheDir();
     "Largest total tensor memory the reference interpreter will allocate before refusing.")   \
   X(std::string, dump_dir, std::string(),                                                    \
     "When set, RunPasses writes the module before the first pass and after each pass to DIR/NNN-<pass>.axir.")  \
+  X(bool, replay, true,                                                                      \
+    "A CompiledFunction (axle/compile.h) replays its recorded step without tracing once two calls traced the same graph (0 = trace every call).") \
   X(bool, cache, true,                                                                       \
     "Use the on-disk cache of compiled artifacts (0 = neither read nor write it).")          \
   X(std::string, cache_dir, DefaultCacheDir(),                                               \

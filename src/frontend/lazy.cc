@@ -202,6 +202,7 @@ std::vector<std::string> g_scopes;
 uint64_t g_scope_version = 1;  // changes whenever g_scopes does
 uint64_t g_next_id = 1;
 uint64_t g_next_epoch = 1;
+int64_t g_sync_calls = 0;  // sync() calls (SyncCalls)
 
 std::unique_ptr<Trace>& TracePtr() {
   static std::unique_ptr<Trace> trace = std::make_unique<Trace>();
@@ -437,6 +438,7 @@ ir::Value* ValueOf(const Tensor& tensor) {
   if (it != t.input_value.end()) return it->second;
   ir::Value* v = t.builder.Parameter(static_cast<int64_t>(t.inputs.size()), impl.type);
   t.inputs.push_back(impl.data);
+  t.input_impls.push_back(impl.weak_from_this());
   t.input_value.emplace(impl.data.get(), v);
   if (impl.sharding) {
     Annotate(impl, v);
@@ -500,6 +502,12 @@ Tensor MakeMaterialized(runtime::BufferPtr buffer, std::string origin) {
   return Tensor(std::move(impl));
 }
 
+Tensor MakeMaterializedAsync(std::shared_ptr<AsyncBuffer> data, ir::TensorType type) {
+  auto impl = NewImpl(std::move(type));
+  impl->data = std::move(data);
+  return Tensor(std::move(impl));
+}
+
 void ReplicateUnannotatedParameters(ir::Function& fn) {
   for (ir::Node* p : fn.Parameters())
     if (!p->result()->sharding()) {
@@ -539,9 +547,11 @@ using detail::CurrentTrace;
 using detail::Trace;
 using detail::TensorImpl;
 
-void sync() {
+namespace {
+void SyncImpl(detail::StepRecord* record) {
   runtime::profile::TraceScope span("sync");
   const auto cut_start = std::chrono::steady_clock::now();
+  ++detail::g_sync_calls;
   std::unique_ptr<Trace>& trace_ptr = detail::TracePtr();
   Trace& t = *trace_ptr;
 
@@ -564,6 +574,7 @@ void sync() {
     if (auto it = input_index.find(p->value); it != input_index.end()) {
       p->data = t.inputs[it->second];
       p->value = nullptr;
+      if (record) ++record->aliased;
       continue;
     }
     auto [it, fresh] = result_index.emplace(p->value, results.size());
@@ -605,7 +616,13 @@ void sync() {
       if (n->op() == ir::OpKind::kParameter) {
         ir::Attrs attrs = n->attrs();
         std::get<ir::ParameterAttrs>(attrs).index = static_cast<int64_t>(args.size());
-        args.push_back(t.inputs[input_index.at(n->result())]);
+        const size_t input = input_index.at(n->result());
+        args.push_back(t.inputs[input]);
+        if (record) {
+          record->inputs.push_back(t.input_impls[input]);
+          record->input_types.push_back(n->result()->type());
+          record->input_origins.push_back(t.inputs[input]->origin);
+        }
         key_builder.AddNode(*n, attrs, ids);
         parameter_attrs.push_back(std::move(attrs));
       } else {
@@ -667,6 +684,12 @@ void sync() {
   }
   const int64_t graph_nodes = static_cast<int64_t>(cut.size());
   cut.clear();  // points into the trace
+  if (record) {
+    for (ir::Value* r : results) record->result_types.push_back(r->type());
+    record->sharded = t.mesh.has_value();
+    record->trace_key = trace_key;
+    record->graph_nodes = graph_nodes;
+  }
 
   // 4. Donation: inputs that only this trace holds. Then the trace is done.
   std::vector<bool> donate(args.size());
@@ -675,8 +698,7 @@ void sync() {
   const double cut_s = detail::Seconds(cut_start);
 
   // 5. The executable: cached, or compiled now.
-  int64_t sync_number = 0;
-  detail::UpdateMetrics([&](Metrics& m) { sync_number = ++m.syncs; });
+  const int64_t sync_number = detail::CountSync();
   if (it == cache.entries.end()) {
     const int64_t number = static_cast<int64_t>(cache.entries.size()) + 1;
     if (flags::debug() && number > 1)
@@ -701,14 +723,38 @@ void sync() {
     detail::UpdateMetrics([&](Metrics& m) { ++m.cache_hits; });
   }
 
-  // 5. Launch; the tensors get their (future) buffers now.
-  detail::Job job;
-  job.exe = it->second.exe.get();
-  job.args = std::move(args);
-  job.donate = donate;
-  std::vector<std::shared_ptr<AsyncBuffer>> outs(results.size());
-  auto* sharded_step = dynamic_cast<detail::ShardedStep*>(job.exe);
-  for (size_t j = 0; j < outs.size(); ++j) {
+  // 6. Launch; the tensors get their (future) buffers now.
+  runtime::Executable* exe = it->second.exe.get();
+  std::vector<std::shared_ptr<AsyncBuffer>> outs = detail::NewResults(results.size(), exe, sync_number);
+  for (auto& [impl, index] : assign) {
+    impl->data = outs[index];
+    impl->value = nullptr;
+  }
+  if (record) {
+    record->launched = true;
+    record->exe = exe;
+    record->assign = std::move(assign);
+  }
+  detail::UpdateMetrics([&](Metrics& m) { m.trace_cut_s += cut_s; });
+  detail::LaunchReplay(detail::Replay{exe, std::move(args), graph_nodes}, std::move(donate), std::move(outs));
+}
+}  // namespace
+
+void sync() { SyncImpl(nullptr); }
+
+namespace detail {
+void SyncRecording(StepRecord* record) { SyncImpl(record); }
+
+int64_t CountSync() {
+  int64_t number = 0;
+  UpdateMetrics([&](Metrics& m) { number = ++m.syncs; });
+  return number;
+}
+
+std::vector<std::shared_ptr<AsyncBuffer>> NewResults(size_t n, runtime::Executable* exe, int64_t sync_number) {
+  std::vector<std::shared_ptr<AsyncBuffer>> outs(n);
+  auto* sharded_step = dynamic_cast<ShardedStep*>(exe);
+  for (size_t j = 0; j < n; ++j) {
     auto& o = outs[j];
     o = std::make_shared<AsyncBuffer>();
     o->origin = fmt::format("a result of sync {}", sync_number);
@@ -716,23 +762,34 @@ void sync() {
       o->sharding = sharded_step->result_sharding(j);
       o->mesh = sharded_step->mesh();
     }
-    job.outputs.push_back(o);
   }
-  for (auto& [impl, index] : assign) {
-    impl->data = outs[index];
-    impl->value = nullptr;
-  }
-  const int64_t n_donated = std::count(donate.begin(), donate.end(), true);
-  detail::UpdateMetrics([&](Metrics& m) {
-    m.trace_cut_s += cut_s;
+  return outs;
+}
+
+void LaunchReplay(Replay replay, std::vector<bool> donate, std::vector<std::shared_ptr<AsyncBuffer>> outs) {
+  Job job;
+  job.exe = replay.exe;
+  job.args = std::move(replay.args);
+  job.donate = std::move(donate);
+  for (const auto& o : outs) job.outputs.push_back(o);
+  const int64_t n_donated = std::count(job.donate.begin(), job.donate.end(), true);
+  UpdateMetrics([&](Metrics& m) {
+    if (replay.replayed) {
+      ++m.cache_hits;
+      ++m.replays;
+    }
     m.donated += n_donated;
-    m.last_graph_nodes = graph_nodes;
+    m.last_graph_nodes = replay.graph_nodes;
     m.max_graph_nodes = std::max(m.max_graph_nodes, m.last_graph_nodes);
     m.last_graph_inputs = static_cast<int64_t>(job.args.size());
-    m.last_graph_outputs = static_cast<int64_t>(results.size());
+    m.last_graph_outputs = static_cast<int64_t>(job.outputs.size());
   });
-  detail::GetExecutor().Launch(std::move(job));
+  GetExecutor().Launch(std::move(job));
 }
+
+bool TraceEmpty() { return CurrentTrace().fn->nodes().empty(); }
+int64_t SyncCalls() { return g_sync_calls; }
+}  // namespace detail
 
 void wait() { detail::GetExecutor().WaitAll(); }
 
@@ -772,6 +829,7 @@ std::string metrics_report() {
   s += fmt::format("Metric: compiles           {}\n", m.compiles);
   s += fmt::format("Metric: disk cache hits    {}\n", m.disk_hits);
   s += fmt::format("Metric: memory cache hits  {}\n", m.cache_hits);
+  s += fmt::format("Metric: replayed steps     {} (compiled functions, not traced)\n", m.replays);
   s += fmt::format("Metric: compile time       {:.3f} s (compiles and disk loads)\n", m.compile_s);
   s += fmt::format("Metric: execute time       {:.3f} s\n", m.execute_s);
   s += fmt::format("Metric: trace cut + hash   {:.3f} s\n", m.trace_cut_s);

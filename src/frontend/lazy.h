@@ -27,6 +27,7 @@
 
 #include "axle/tensor.h"
 #include "ir/builder.h"
+#include "ir/hash.h"
 #include "ir/module.h"
 #include "runtime/backend.h"
 
@@ -101,6 +102,9 @@ struct Trace {
   // Materialized buffers used by the trace, in order of first use, and their parameter values.
   std::vector<std::shared_ptr<AsyncBuffer>> inputs;
   std::unordered_map<const AsyncBuffer*, ir::Value*> input_value;
+  // The tensor each input was first read through (axle::CompiledFunction replays a step by
+  // reading the same tensors again), parallel to `inputs`.
+  std::vector<std::weak_ptr<TensorImpl>> input_impls;
   // Values whose gradient is cut (detach(), no_grad()).
   std::unordered_set<const ir::Value*> stop_gradient;
   // Region names (NameScope) of the nodes, for cache-miss reports: scope_names[scope_of[id]]
@@ -154,11 +158,51 @@ void Annotate(const TensorImpl& impl, ir::Value* v);
 void ReplicateUnannotatedParameters(ir::Function& fn);
 // A materialized tensor from a host buffer (a transfer).
 Tensor MakeMaterialized(runtime::BufferPtr buffer, std::string origin);
+// A materialized tensor of `type` whose buffer a launched step will write (a replay's result).
+Tensor MakeMaterializedAsync(std::shared_ptr<AsyncBuffer> data, ir::TensorType type);
 // A materialized tensor held as shards on the devices (spmd::from_local_shards); it carries the
 // layout as its annotation.
 Tensor MakeMaterializedSharded(std::shared_ptr<ShardedData> shards, std::string origin);
 // Waits for `t` (syncing first if it is pending) and returns its buffer.
 runtime::BufferPtr Materialize(const Tensor& t);
+// What one sync() launched, for axle::CompiledFunction (compile.h), which launches the same
+// executable again on the same tensors' new buffers without tracing (Note [Replaying a step],
+// compiled_function.cc).
+struct StepRecord {
+  bool launched = false;  // false: the trace had no results, nothing ran
+  runtime::Executable* exe = nullptr;  // owned by the executable cache, which never drops one
+  ir::ModuleHash trace_key;            // equal keys: equal graphs with equal argument order
+  // Per argument of the executable: the tensor it was read through, its type and its origin.
+  std::vector<std::weak_ptr<TensorImpl>> inputs;
+  std::vector<ir::TensorType> input_types;
+  std::vector<std::string> input_origins;
+  // The tensors that received results: (tensor, result index).
+  std::vector<std::pair<std::shared_ptr<TensorImpl>, size_t>> assign;
+  std::vector<ir::TensorType> result_types;
+  int64_t aliased = 0;  // tensors whose pending value was an input (they took its buffer)
+  bool sharded = false;  // the step had sharding annotations (a mesh)
+  int64_t graph_nodes = 0;
+};
+// sync(), filling *record (nullptr: plain sync()).
+void SyncRecording(StepRecord* record);
+// Launches an executable on `args` (in its argument order), donated where `donate` says, writing
+// `outs` (from NewResults; the sync's number from CountSync): sync()'s launch, and a compiled
+// function's replay of a recorded step.
+struct Replay {
+  runtime::Executable* exe = nullptr;
+  std::vector<std::shared_ptr<AsyncBuffer>> args;
+  int64_t graph_nodes = 0;
+  bool replayed = false;  // a compiled function's replay (counted as a cache hit and a replay)
+};
+std::vector<std::shared_ptr<AsyncBuffer>> NewResults(size_t n, runtime::Executable* exe, int64_t sync_number);
+int64_t CountSync();
+void LaunchReplay(Replay replay, std::vector<bool> donate, std::vector<std::shared_ptr<AsyncBuffer>> outs);
+// True when the current trace holds no nodes (nothing is pending).
+bool TraceEmpty();
+// Syncs performed so far (sync() calls that cut a trace, launched or not); a compiled function
+// checks that its body did not sync.
+int64_t SyncCalls();
+
 // The builder of the current trace. B(loc) also sets the location recorded on the nodes built
 // until the next MakePending (creation functions pass the user's call site).
 ir::Builder& B();

@@ -8,6 +8,7 @@
 #include <map>
 #include <numbers>
 
+#include "axle/compile.h"
 #include "core/error.h"
 
 namespace axle::optim {
@@ -74,9 +75,27 @@ int64_t Optimizer::param_steps(size_t group, size_t index) const {
   return steps_.at(group).at(index);
 }
 
-Tensor Optimizer::Scalar(double value) {
-  return from_vector<float>({static_cast<float>(value)}, {}, DType::kF32);
+void Optimizer::SetScalars(const std::vector<double>& values) {
+  for (size_t k = 0; k < values.size(); ++k) {
+    Tensor v = from_vector<float>({static_cast<float>(values[k])}, {}, DType::kF32);
+    if (k < scalars_.size()) {
+      set_data(scalars_[k], v);
+    } else {
+      scalars_.push_back(v);
+    }
+  }
 }
+
+namespace {
+// The parameters that have a gradient, as (group, index).
+std::vector<std::pair<size_t, size_t>> Stepping(const std::vector<ParamGroup>& groups) {
+  std::vector<std::pair<size_t, size_t>> stepping;
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (size_t i = 0; i < groups[g].params.size(); ++i)
+      if (groups[g].params[i].grad().defined()) stepping.emplace_back(g, i);
+  return stepping;
+}
+}  // namespace
 
 // ---- SGD --------------------------------------------------------------------------------------
 
@@ -109,36 +128,45 @@ SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, double damp
 
 Tensor SGD::momentum_buffer(size_t group, size_t index) const { return buf_.at(group).at(index); }
 
-void SGD::step() {
-  NoGradGuard no_grad;
-  Tensor lr = Scalar(lr_);
+std::vector<size_t> SGD::HostStep(const std::vector<std::pair<size_t, size_t>>& stepping) {
   // The momentum update's coefficients: the first step of a parameter takes buf = d (PyTorch
   // clones d into the buffer), later ones buf = momentum buf + (1 - dampening) d. Uploaded, so
   // the first and later steps trace the same graph.
-  std::map<bool, std::pair<Tensor, Tensor>> coefs;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    const double wd = groups_[g].weight_decay.value_or(weight_decay_);
-    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
-      Tensor& p = groups_[g].params[i];
-      Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      Tensor d = wd != 0 ? grad + p * wd : grad;
-      if (momentum_ != 0) {
-        const bool first = steps_[g][i] == 0;
-        auto it = coefs.find(first);
-        if (it == coefs.end()) {
-          it = coefs
-                   .emplace(first, std::pair{Scalar(first ? 0.0 : momentum_),
-                                             Scalar(first ? 1.0 : 1.0 - dampening_)})
-                   .first;
-        }
-        Tensor& buf = buf_[g][i];
-        buf.copy_(buf * it->second.first + d * it->second.second);
-        d = nesterov_ ? d + buf * momentum_ : buf;
-      }
-      p.copy_(p - d * lr);
-      ++steps_[g][i];
+  std::vector<double> values = {lr_};
+  std::map<bool, size_t> slot;
+  std::vector<size_t> slot_of;
+  for (const auto& [g, i] : stepping) {
+    const bool first = steps_[g][i]++ == 0;
+    auto it = slot.find(first);
+    if (it == slot.end()) {
+      it = slot.emplace(first, values.size()).first;
+      values.push_back(first ? 0.0 : momentum_);
+      values.push_back(first ? 1.0 : 1.0 - dampening_);
     }
+    slot_of.push_back(it->second);
+  }
+  SetScalars(values);
+  return slot_of;
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  const std::vector<std::pair<size_t, size_t>> stepping = Stepping(groups_);
+  const std::vector<size_t> slot_of = HostStep(stepping);
+  record_host_effect([this, stepping] { HostStep(stepping); });
+  const Tensor lr = scalars_[0];
+  for (size_t k = 0; k < stepping.size(); ++k) {
+    const auto [g, i] = stepping[k];
+    const double wd = groups_[g].weight_decay.value_or(weight_decay_);
+    Tensor& p = groups_[g].params[i];
+    Tensor grad = p.grad();
+    Tensor d = wd != 0 ? grad + p * wd : grad;
+    if (momentum_ != 0) {
+      Tensor& buf = buf_[g][i];
+      buf.copy_(buf * scalars_[slot_of[k]] + d * scalars_[slot_of[k] + 1]);
+      d = nesterov_ ? d + buf * momentum_ : buf;
+    }
+    p.copy_(p - d * lr);
   }
 }
 
@@ -175,45 +203,59 @@ AdamW::AdamW(std::vector<ParamGroup> groups, double lr, std::pair<double, double
   sync();
 }
 
-void AdamW::step() {
-  NoGradGuard no_grad;
-  Tensor lr = Scalar(lr_);
+std::vector<size_t> AdamW::HostStep(const std::vector<std::pair<size_t, size_t>>& stepping) {
   // Per step count t: lr / (1 - beta1^t) and sqrt(1 - beta2^t), computed in double as PyTorch
   // does and uploaded (one pair for all parameters that share the count).
-  std::map<int64_t, std::pair<Tensor, Tensor>> corrections;
-  std::map<double, Tensor> decay;  // weight decay -> 1 - lr * wd
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    const double wd = groups_[g].weight_decay.value_or(weight_decay_);
-    for (size_t i = 0; i < groups_[g].params.size(); ++i) {
-      Tensor& p = groups_[g].params[i];
-      Tensor grad = p.grad();
-      if (!grad.defined()) continue;
-      const int64_t t = ++steps_[g][i];
-      auto it = corrections.find(t);
-      if (it == corrections.end()) {
-        const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(t));
-        const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(t));
-        it = corrections.emplace(t, std::pair{Scalar(lr_ / bc1), Scalar(std::sqrt(bc2))}).first;
-      }
-      const auto& [step_size, bc2_sqrt] = it->second;
-      if (wd != 0) {
-        auto d = decay.find(wd);
-        if (d == decay.end()) d = decay.emplace(wd, 1.0 - lr * wd).first;
-        p.copy_(p * d->second);
-      }
-      Tensor& m = exp_avg_[g][i];
-      Tensor& v = exp_avg_sq_[g][i];
-      m.copy_(m * beta1_ + grad * (1.0 - beta1_));
-      v.copy_(v * beta2_ + grad * grad * (1.0 - beta2_));
-      Tensor second = v;
-      if (amsgrad_) {
-        Tensor& vmax = max_exp_avg_sq_[g][i];
-        vmax.copy_(maximum(vmax, v));
-        second = vmax;
-      }
-      Tensor denom = second.sqrt() / bc2_sqrt + eps_;
-      p.copy_(p - m / denom * step_size);
+  std::vector<double> values = {lr_};
+  std::map<int64_t, size_t> slot;
+  std::vector<size_t> slot_of;
+  for (const auto& [g, i] : stepping) {
+    const int64_t t = ++steps_[g][i];
+    auto it = slot.find(t);
+    if (it == slot.end()) {
+      const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(t));
+      const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(t));
+      it = slot.emplace(t, values.size()).first;
+      values.push_back(lr_ / bc1);
+      values.push_back(std::sqrt(bc2));
     }
+    slot_of.push_back(it->second);
+  }
+  SetScalars(values);
+  return slot_of;
+}
+
+void AdamW::step() {
+  NoGradGuard no_grad;
+  const std::vector<std::pair<size_t, size_t>> stepping = Stepping(groups_);
+  const std::vector<size_t> slot_of = HostStep(stepping);
+  record_host_effect([this, stepping] { HostStep(stepping); });
+  const Tensor lr = scalars_[0];
+  std::map<double, Tensor> decay;  // weight decay -> 1 - lr * wd
+  for (size_t k = 0; k < stepping.size(); ++k) {
+    const auto [g, i] = stepping[k];
+    const double wd = groups_[g].weight_decay.value_or(weight_decay_);
+    Tensor& p = groups_[g].params[i];
+    Tensor grad = p.grad();
+    const Tensor& step_size = scalars_[slot_of[k]];
+    const Tensor& bc2_sqrt = scalars_[slot_of[k] + 1];
+    if (wd != 0) {
+      auto d = decay.find(wd);
+      if (d == decay.end()) d = decay.emplace(wd, 1.0 - lr * wd).first;
+      p.copy_(p * d->second);
+    }
+    Tensor& m = exp_avg_[g][i];
+    Tensor& v = exp_avg_sq_[g][i];
+    m.copy_(m * beta1_ + grad * (1.0 - beta1_));
+    v.copy_(v * beta2_ + grad * grad * (1.0 - beta2_));
+    Tensor second = v;
+    if (amsgrad_) {
+      Tensor& vmax = max_exp_avg_sq_[g][i];
+      vmax.copy_(maximum(vmax, v));
+      second = vmax;
+    }
+    Tensor denom = second.sqrt() / bc2_sqrt + eps_;
+    p.copy_(p - m / denom * step_size);
   }
 }
 

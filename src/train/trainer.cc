@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "axle/compile.h"
 #include "axle/metrics.h"
 #include "axle/nn.h"
 #include "axle/optim.h"
@@ -268,6 +269,21 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
     if (bar) PrintProgress(s.step + 1, o.steps, s.loss, s.tokens_per_s);
   };
 
+  // One training step: forward, backward, clipping, the update. On one device it is a
+  // CompiledFunction, replayed without tracing from its third call (Note [Replaying a step]); the
+  // gradients are dropped inside it, so nothing it made outlives it but the loss. Sharded steps
+  // (a mesh) are traced every call.
+  auto train_step = [&](const std::vector<Tensor>& batch) {
+    opt.zero_grad();
+    Tensor loss = model->forward(batch[0], batch[1]);
+    loss.backward();
+    if (o.grad_clip > 0) optim::clip_grad_norm_(all, o.grad_clip);
+    opt.step();
+    opt.zero_grad();
+    return std::vector<Tensor>{loss.detach()};
+  };
+  CompiledFunction compiled_step(train_step, "train_step");
+
   // Pipelined: step i is traced and launched before step i-1's loss is read, so tracing
   // overlaps execution. A step's time is measured from the previous step's completion.
   Tensor prev_loss;
@@ -285,12 +301,13 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
       y = from_vector<int32_t>(b.targets, {o.batch, o.seq}, DType::kI32);
     }
     const double compile_before = metrics().compile_s;
-    opt.zero_grad();
-    Tensor loss = model->forward(x, y);
-    loss.backward();
-    if (o.grad_clip > 0) optim::clip_grad_norm_(all, o.grad_clip);
-    opt.step();
-    sync();
+    Tensor loss;
+    if (mesh) {
+      loss = train_step({x, y})[0];
+      sync();
+    } else {
+      loss = compiled_step({x, y})[0];
+    }
     const double compile_s = metrics().compile_s - compile_before;
     if (step == 0) {
       result.startup_s = Since(start);
@@ -313,6 +330,8 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
   prev.tokens_per_s = tokens_per_step / prev.step_s;
   log(prev);
   if (bar) std::cerr << "\n";
+  if (!mesh && flags::replay() && !compiled_step.why_traced().empty())
+    out << fmt::format("train_step was traced on every call: {}\n", compiled_step.why_traced());
   if (!std::isfinite(prev.loss))
     Fail("the loss became {} at step {}: lower --lr or set --grad-clip", prev.loss, prev.step);
 

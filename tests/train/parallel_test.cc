@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "axle/metrics.h"
 #include "axle/nn.h"
 #include "core/flags.h"
 #include "ir/parser.h"
@@ -21,6 +22,7 @@
 namespace axle::train {
 namespace {
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string ErrorOf(auto&& fn) {
   try {
@@ -47,7 +49,10 @@ TrainOptions Tiny(int64_t devices, std::string mesh) {
 
 class ParallelTrainTest : public ::testing::Test {
  protected:
-  void TearDown() override { flags::set_cpu_devices(1); }
+  void TearDown() override {
+    flags::set_cpu_devices(1);
+    flags::set_replay(true);
+  }
 };
 
 TEST_F(ParallelTrainTest, EveryMeshGivesTheSingleDeviceLosses) {
@@ -61,6 +66,30 @@ TEST_F(ParallelTrainTest, EveryMeshGivesTheSingleDeviceLosses) {
     for (size_t i = 0; i < r.steps.size(); ++i)
       EXPECT_NEAR(r.steps[i].loss, one.steps[i].loss, 1e-4 * std::abs(one.steps[i].loss)) << mesh << " step " << i;
   }
+}
+
+// `axle train` on one device replays its step (Note [Replaying a step]) from the third on, with
+// the bits of tracing every step; a mesh traces every step.
+TEST_F(ParallelTrainTest, OneDeviceReplaysItsStepWithTheBitsOfTracing) {
+  TrainOptions o = Tiny(1, "");
+  o.steps = 6;
+  o.backend = "compiled";
+  flags::set_replay(false);
+  std::ostringstream traced_out;
+  const int64_t replays0 = metrics().replays;
+  const TrainResult traced = Train(o, traced_out);
+  EXPECT_EQ(metrics().replays, replays0);
+  flags::set_replay(true);
+  std::ostringstream out;
+  const TrainResult replayed = Train(o, out);
+  EXPECT_EQ(metrics().replays - replays0, 4) << out.str();
+  EXPECT_THAT(out.str(), Not(HasSubstr("traced on every call")));
+  ASSERT_EQ(replayed.steps.size(), traced.steps.size());
+  for (size_t i = 0; i < traced.steps.size(); ++i) EXPECT_EQ(replayed.steps[i].loss, traced.steps[i].loss) << i;
+  std::ostringstream mesh_out;
+  const int64_t before_mesh = metrics().replays;
+  Train(Tiny(8, "dp=8"), mesh_out);
+  EXPECT_EQ(metrics().replays, before_mesh);
 }
 
 TEST_F(ParallelTrainTest, FsdpShardsEveryParameterAndItsOptimizerState) {
