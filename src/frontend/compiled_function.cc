@@ -151,7 +151,10 @@ std::unique_ptr<Plan> MakePlan(const Recorded& first, const StepRecord& second, 
     ResultTarget target;
     target.result = result;
     for (size_t r = 0; r < returned.size(); ++r)
-      if (returned[r].impl() == impl) target.returned = static_cast<int>(r);
+      if (returned[r].impl() == impl) {
+        target.returned = static_cast<int>(r);
+        plan->returned_result[r] = static_cast<int>(result);  // a tensor returned twice is both
+      }
     bool persistent = false;
     for (const auto& [w, index] : first.assign)
       if (index == result && w.lock() == impl) persistent = true;
@@ -159,11 +162,9 @@ std::unique_ptr<Plan> MakePlan(const Recorded& first, const StepRecord& second, 
       *why = "it returns a tensor that it also updates in place; return a copy (t * 1) or a detached value";
       return nullptr;
     }
-    if (target.returned >= 0) {
-      plan->returned_result[static_cast<size_t>(target.returned)] = static_cast<int>(result);
-    } else if (persistent) {
+    if (persistent) {
       target.tensor = impl;
-    } else {
+    } else if (target.returned < 0) {
       *why = fmt::format("a {} tensor it computes outlives the call without being returned (a gradient left in "
                          ".grad, or a value kept elsewhere): return it, or drop it before returning "
                          "(optimizer.zero_grad() for gradients)",
