@@ -51,6 +51,12 @@ class Optimizer {
   // Uploads `values` into the f32 scalar tensors scalars_[0, n) (created on first use; the same
   // tensor objects every step, so a replayed step reads them again: graph inputs, not constants).
   void SetScalars(const std::vector<double>& values);
+  // The host side of a step of the parameters `stepping` (group, index): advances their step
+  // counts and uploads the step's scalars (SetScalars); per parameter, the slot of its scalars.
+  virtual std::vector<size_t> HostStep(const std::vector<std::pair<size_t, size_t>>& stepping) = 0;
+  // Collects the parameters that have a gradient into *stepping, runs HostStep for them and
+  // registers it with record_host_effect (a replayed step runs it again); HostStep's slots.
+  std::vector<size_t> BeginStep(std::vector<std::pair<size_t, size_t>>* stepping);
 
   std::vector<ParamGroup> groups_;
   std::vector<Tensor> scalars_;
@@ -72,9 +78,8 @@ class SGD : public Optimizer {
   Tensor momentum_buffer(size_t group, size_t index) const;
 
  private:
-  // The host side of a step of the parameters `stepping` (group, index): uploads lr and the
-  // momentum coefficients, advances the step counts; per parameter, its coefficients' slot.
-  std::vector<size_t> HostStep(const std::vector<std::pair<size_t, size_t>>& stepping);
+  // Uploads lr and, per distinct first/later step, the momentum coefficients.
+  std::vector<size_t> HostStep(const std::vector<std::pair<size_t, size_t>>& stepping) override;
 
   double momentum_, dampening_, weight_decay_;
   bool nesterov_;
@@ -97,10 +102,8 @@ class AdamW : public Optimizer {
   Tensor exp_avg_sq(size_t group, size_t index) const { return exp_avg_sq_[group][index]; }
 
  private:
-  // The host side of a step of the parameters `stepping` (group, index): advances their step
-  // counts and uploads lr and, per distinct count t, lr / (1 - beta1^t) and sqrt(1 - beta2^t);
-  // per parameter, the slot of its pair.
-  std::vector<size_t> HostStep(const std::vector<std::pair<size_t, size_t>>& stepping);
+  // Uploads lr and, per distinct step count t, lr / (1 - beta1^t) and sqrt(1 - beta2^t).
+  std::vector<size_t> HostStep(const std::vector<std::pair<size_t, size_t>>& stepping) override;
 
   double beta1_, beta2_, eps_, weight_decay_;
   bool amsgrad_;

@@ -86,16 +86,14 @@ void Optimizer::SetScalars(const std::vector<double>& values) {
   }
 }
 
-namespace {
-// The parameters that have a gradient, as (group, index).
-std::vector<std::pair<size_t, size_t>> Stepping(const std::vector<ParamGroup>& groups) {
-  std::vector<std::pair<size_t, size_t>> stepping;
-  for (size_t g = 0; g < groups.size(); ++g)
-    for (size_t i = 0; i < groups[g].params.size(); ++i)
-      if (groups[g].params[i].grad().defined()) stepping.emplace_back(g, i);
-  return stepping;
+std::vector<size_t> Optimizer::BeginStep(std::vector<std::pair<size_t, size_t>>* stepping) {
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (size_t i = 0; i < groups_[g].params.size(); ++i)
+      if (groups_[g].params[i].grad().defined()) stepping->emplace_back(g, i);
+  std::vector<size_t> slot_of = HostStep(*stepping);
+  record_host_effect([this, params = *stepping] { HostStep(params); });
+  return slot_of;
 }
-}  // namespace
 
 // ---- SGD --------------------------------------------------------------------------------------
 
@@ -151,9 +149,8 @@ std::vector<size_t> SGD::HostStep(const std::vector<std::pair<size_t, size_t>>& 
 
 void SGD::step() {
   NoGradGuard no_grad;
-  const std::vector<std::pair<size_t, size_t>> stepping = Stepping(groups_);
-  const std::vector<size_t> slot_of = HostStep(stepping);
-  record_host_effect([this, stepping] { HostStep(stepping); });
+  std::vector<std::pair<size_t, size_t>> stepping;
+  const std::vector<size_t> slot_of = BeginStep(&stepping);
   const Tensor lr = scalars_[0];
   for (size_t k = 0; k < stepping.size(); ++k) {
     const auto [g, i] = stepping[k];
@@ -227,9 +224,8 @@ std::vector<size_t> AdamW::HostStep(const std::vector<std::pair<size_t, size_t>>
 
 void AdamW::step() {
   NoGradGuard no_grad;
-  const std::vector<std::pair<size_t, size_t>> stepping = Stepping(groups_);
-  const std::vector<size_t> slot_of = HostStep(stepping);
-  record_host_effect([this, stepping] { HostStep(stepping); });
+  std::vector<std::pair<size_t, size_t>> stepping;
+  const std::vector<size_t> slot_of = BeginStep(&stepping);
   const Tensor lr = scalars_[0];
   std::map<double, Tensor> decay;  // weight decay -> 1 - lr * wd
   for (size_t k = 0; k < stepping.size(); ++k) {
