@@ -47,9 +47,15 @@
 //     threads, medians of 400 calls, 0.59-0.61 ms a half against OpenBLAS's 0.52-0.56 (oneDNN was
 //     0.50 with B 16 bytes off a 32-byte boundary, which is no layout to depend on); in the step
 //     (AXLE_PROFILE, 150 steps, 3 alternated pairs of runs) 0.73-0.91 -> 0.61-0.75 ms a call.
+// On AVX-512 hosts the weight gradients turn the other way (session 27, a Zen 4 EPYC: OpenBLAS's
+// Cooperlake kernels against oneDNN's avx512_core ones; AXLE_PROFILE, 300 steps, ms a call, one
+// thread): [512, 128] 0.74 -> 0.61, [128, 384] 0.54 -> 0.47, [128, 128] 0.20 -> 0.17, [128, 512]
+// 0.71 either way; the step, 4 alternated pairs of 300-step runs: 10.89 / 10.27 / 10.53 / 9.87 ->
+// 10.01 / 10.03 / 9.74 / 9.59 ms. So there oneDNN takes them too (BlasLibrary::dnnl_transposed_a).
 // So with AXLE_BLAS=onednn (auto's choice off Intel when libdnnl loads) a product goes to oneDNN
 // when DnnlTakes(): at most kDnnlAnyMacs multiply-adds whatever the transposes, or at most
-// kDnnlMaxMacs with A not transposed and B transposed or ldb not a multiple of kDnnlBadLdb;
+// kDnnlMaxMacs with A not transposed (or transposed, on AVX-512) and B transposed or ldb not a
+// multiple of kDnnlBadLdb;
 // everything else (the large products of GPT-2 124M, which this was not measured on, and every
 // dgemm) stays with OpenBLAS. The rule reads only the product's shape and layout, so which library
 // computes a product, and so its bits, never depends on the schedule.
@@ -313,15 +319,29 @@ BlasLibrary MakeMkl() {
   return b;
 }
 
+// Whether the CPU has the AVX-512 subsets oneDNN's avx512_core kernels need (F, BW, VL, DQ).
+bool HostHasAvx512() {
+#if defined(__x86_64__) && !defined(__clang__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#else
+  return false;
+#endif
+}
+
 // oneDNN's sgemm for the products DnnlTakes() (Note [Products through oneDNN]), OpenBLAS for the rest.
 BlasLibrary MakeOnednn(const std::string& why_not_mkl) {
   const Dnnl& d = LoadDnnl();
   BlasLibrary b = MakeOpenBlas("");
   b.name = "onednn";
-  b.detail = fmt::format("{} sgemm for products up to 2^{} multiply-adds (2^{} when A is transposed), else {}{}",
-                         d.detail, std::countr_zero(static_cast<uint64_t>(kDnnlMaxMacs)),
-                         std::countr_zero(static_cast<uint64_t>(kDnnlAnyMacs)), b.detail,
-                         why_not_mkl.empty() ? "" : fmt::format(" (MKL not loaded: {})", why_not_mkl));
+  b.dnnl_transposed_a = HostHasAvx512();
+  b.detail = fmt::format("{} sgemm for products up to 2^{} multiply-adds ({}), else {}{}", d.detail,
+                         std::countr_zero(static_cast<uint64_t>(kDnnlMaxMacs)),
+                         b.dnnl_transposed_a ? "A transposed too: AVX-512"
+                                             : fmt::format("2^{} when A is transposed",
+                                                           std::countr_zero(static_cast<uint64_t>(kDnnlAnyMacs))),
+                         b.detail, why_not_mkl.empty() ? "" : fmt::format(" (MKL not loaded: {})", why_not_mkl));
   b.dnnl_sgemm = d.sgemm;
   b.dnnl_threads = d.threads;
   return b;
