@@ -51,11 +51,15 @@
 // Cooperlake kernels against oneDNN's avx512_core ones; AXLE_PROFILE, 300 steps, ms a call, one
 // thread): [512, 128] 0.74 -> 0.61, [128, 384] 0.54 -> 0.47, [128, 128] 0.20 -> 0.17, [128, 512]
 // 0.71 either way; the step, 4 alternated pairs of 300-step runs: 10.89 / 10.27 / 10.53 / 9.87 ->
-// 10.01 / 10.03 / 9.74 / 9.59 ms. So there oneDNN takes them too (BlasLibrary::dnnl_transposed_a).
+// 10.01 / 10.03 / 9.74 / 9.59 ms. So there oneDNN takes them too (BlasLibrary::dnnl_transposed_a),
+// also the [128, 512] one whose B rows are 2 KB apart (0.71 -> 0.65 ms a call; the step, 6 pairs
+// alternated near: 9.84 / 10.05 / 9.66 / 9.88 / 9.64 / 9.47 -> 9.68 / 9.88 / 9.57 / 9.68 / 9.47 /
+// 9.47 ms), while the untransposed-A halves with such B (the MLP's forward) stay on OpenBLAS,
+// which oneDNN was 9% slower on here too.
 // So with AXLE_BLAS=onednn (auto's choice off Intel when libdnnl loads) a product goes to oneDNN
 // when DnnlTakes(): at most kDnnlAnyMacs multiply-adds whatever the transposes, or at most
-// kDnnlMaxMacs with A not transposed (or transposed, on AVX-512) and B transposed or ldb not a
-// multiple of kDnnlBadLdb;
+// kDnnlMaxMacs with A not transposed and B transposed or ldb not a multiple of kDnnlBadLdb, or
+// (on AVX-512) at most kDnnlMaxMacs with A transposed;
 // everything else (the large products of GPT-2 124M, which this was not measured on, and every
 // dgemm) stays with OpenBLAS. The rule reads only the product's shape and layout, so which library
 // computes a product, and so its bits, never depends on the schedule.

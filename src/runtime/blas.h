@@ -43,9 +43,10 @@ struct BlasLibrary {
 
 // Whether a C[M, N] = op(A)[M, K] op(B)[K, N] f32 product goes to oneDNN's sgemm when the library
 // has one (Note [Products through oneDNN]): any product of at most kDnnlAnyMacs multiply-adds, and
-// those of at most kDnnlMaxMacs whose A is not transposed (or is, when transposed_a_too: AVX-512
-// hosts, BlasLibrary::dnnl_transposed_a), except an untransposed B whose rows are a multiple of
-// kDnnlBadLdb elements apart (ldb, the row stride of B as stored). A function of the shape and of
+// those of at most kDnnlMaxMacs whose A is not transposed, except an untransposed B whose rows are a
+// multiple of kDnnlBadLdb elements apart (ldb, the row stride of B as stored); with
+// transposed_a_too (AVX-512 hosts, BlasLibrary::dnnl_transposed_a) also every one of at most
+// kDnnlMaxMacs whose A is transposed. A function of the shape and of
 // the host alone, so that which library computes a product (and so its bits) never depends on the
 // schedule.
 constexpr int64_t kDnnlAnyMacs = int64_t{1} << 18;
@@ -55,7 +56,8 @@ inline bool DnnlTakes(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t 
                       bool transposed_a_too = false) {
   const int64_t macs = M * N * K;
   if (macs <= kDnnlAnyMacs) return true;
-  return (!trans_a || transposed_a_too) && macs <= kDnnlMaxMacs && (trans_b || ldb % kDnnlBadLdb != 0);
+  if (trans_a) return transposed_a_too && macs <= kDnnlMaxMacs;
+  return macs <= kDnnlMaxMacs && (trans_b || ldb % kDnnlBadLdb != 0);
 }
 
 // The library AXLE_BLAS selects, chosen on first use: auto (the default) takes MKL on an Intel CPU

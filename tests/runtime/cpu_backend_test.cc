@@ -179,7 +179,8 @@ TEST(BlasTest, OnednnTakesSmallProductsAndUntransposedMediumOnes) {
   EXPECT_FALSE(cpu::DnnlTakes(false, false, 256, 512, 128, 512)); // half of its MLP's: B rows 2 KB apart
   EXPECT_FALSE(cpu::DnnlTakes(true, false, 512, 128, 512, 128));  // a weight gradient (A transposed)
   EXPECT_TRUE(cpu::DnnlTakes(true, false, 512, 128, 512, 128, /*transposed_a_too=*/true));  // on AVX-512
-  EXPECT_FALSE(cpu::DnnlTakes(true, false, 256, 512, 128, 512, true));  // B's rows 2 KB apart still not
+  EXPECT_TRUE(cpu::DnnlTakes(true, false, 128, 512, 512, 512, true));   // and with B's rows 2 KB apart
+  EXPECT_FALSE(cpu::DnnlTakes(false, false, 256, 512, 128, 512, true)); // not A untransposed with them
   EXPECT_FALSE(cpu::DnnlTakes(false, false, 256, 768, 768, 768)); // GPT-2 124M's: OpenBLAS
   if (!cpu::DnnlAvailable()) GTEST_SKIP() << "oneDNN does not load here";
   const cpu::BlasLibrary& lib = cpu::UseBlas("onednn");
