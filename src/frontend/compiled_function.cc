@@ -215,12 +215,12 @@ std::string CheckGuards(const Plan& plan, const std::vector<Tensor>& args) {
 std::vector<Tensor> Replay(const Plan& plan, const std::vector<Tensor>& args) {
   runtime::profile::TraceScope span("replay");
   for (const auto& effect : plan.effects) effect();
-  detail::Replay replay;
-  replay.exe = plan.exe;
-  replay.graph_nodes = plan.graph_nodes;
-  replay.replayed = true;
+  detail::StepLaunch launch;
+  launch.exe = plan.exe;
+  launch.graph_nodes = plan.graph_nodes;
+  launch.replayed = true;
   for (const InputSource& src : plan.inputs)
-    replay.args.push_back(src.arg >= 0 ? args[static_cast<size_t>(src.arg)].impl()->data : src.tensor.lock()->data);
+    launch.args.push_back(src.arg >= 0 ? args[static_cast<size_t>(src.arg)].impl()->data : src.tensor.lock()->data);
   const int64_t sync_number = detail::CountSync();
   std::vector<std::shared_ptr<AsyncBuffer>> outs = detail::NewResults(plan.result_types.size(), plan.exe, sync_number);
   std::vector<Tensor> returned(plan.returned_result.size());
@@ -235,9 +235,9 @@ std::vector<Tensor> Replay(const Plan& plan, const std::vector<Tensor>& args) {
     impl->value = nullptr;
   }
   // Donation as in sync(): an argument buffer only this launch holds (a rebound tensor's old one).
-  std::vector<bool> donate(replay.args.size());
-  for (size_t i = 0; i < replay.args.size(); ++i) donate[i] = replay.args[i].use_count() == 1;
-  detail::LaunchReplay(std::move(replay), std::move(donate), std::move(outs));
+  std::vector<bool> donate(launch.args.size());
+  for (size_t i = 0; i < launch.args.size(); ++i) donate[i] = launch.args[i].use_count() == 1;
+  detail::LaunchStep(std::move(launch), std::move(donate), std::move(outs));
   return returned;
 }
 

@@ -736,7 +736,7 @@ void SyncImpl(detail::StepRecord* record) {
     record->assign = std::move(assign);
   }
   detail::UpdateMetrics([&](Metrics& m) { m.trace_cut_s += cut_s; });
-  detail::LaunchReplay(detail::Replay{exe, std::move(args), graph_nodes}, std::move(donate), std::move(outs));
+  detail::LaunchStep(detail::StepLaunch{exe, std::move(args), graph_nodes}, std::move(donate), std::move(outs));
 }
 }  // namespace
 
@@ -766,20 +766,20 @@ std::vector<std::shared_ptr<AsyncBuffer>> NewResults(size_t n, runtime::Executab
   return outs;
 }
 
-void LaunchReplay(Replay replay, std::vector<bool> donate, std::vector<std::shared_ptr<AsyncBuffer>> outs) {
+void LaunchStep(StepLaunch launch, std::vector<bool> donate, std::vector<std::shared_ptr<AsyncBuffer>> outs) {
   Job job;
-  job.exe = replay.exe;
-  job.args = std::move(replay.args);
+  job.exe = launch.exe;
+  job.args = std::move(launch.args);
   job.donate = std::move(donate);
   for (const auto& o : outs) job.outputs.push_back(o);
   const int64_t n_donated = std::count(job.donate.begin(), job.donate.end(), true);
   UpdateMetrics([&](Metrics& m) {
-    if (replay.replayed) {
+    if (launch.replayed) {
       ++m.cache_hits;
       ++m.replays;
     }
     m.donated += n_donated;
-    m.last_graph_nodes = replay.graph_nodes;
+    m.last_graph_nodes = launch.graph_nodes;
     m.max_graph_nodes = std::max(m.max_graph_nodes, m.last_graph_nodes);
     m.last_graph_inputs = static_cast<int64_t>(job.args.size());
     m.last_graph_outputs = static_cast<int64_t>(job.outputs.size());

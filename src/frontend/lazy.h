@@ -188,7 +188,7 @@ void SyncRecording(StepRecord* record);
 // Launches an executable on `args` (in its argument order), donated where `donate` says, writing
 // `outs` (from NewResults; the sync's number from CountSync): sync()'s launch, and a compiled
 // function's replay of a recorded step.
-struct Replay {
+struct StepLaunch {
   runtime::Executable* exe = nullptr;
   std::vector<std::shared_ptr<AsyncBuffer>> args;
   int64_t graph_nodes = 0;
@@ -196,7 +196,7 @@ struct Replay {
 };
 std::vector<std::shared_ptr<AsyncBuffer>> NewResults(size_t n, runtime::Executable* exe, int64_t sync_number);
 int64_t CountSync();
-void LaunchReplay(Replay replay, std::vector<bool> donate, std::vector<std::shared_ptr<AsyncBuffer>> outs);
+void LaunchStep(StepLaunch launch, std::vector<bool> donate, std::vector<std::shared_ptr<AsyncBuffer>> outs);
 // True when the current trace holds no nodes (nothing is pending).
 bool TraceEmpty();
 // Syncs performed so far (sync() calls that cut a trace, launched or not); a compiled function
