@@ -7,10 +7,10 @@
 // compiles once), everything that changes between steps — the learning rate, the bias
 // corrections of the step count — enters as a device tensor uploaded each step
 // (axle::from_literal) into the same tensor object every step (axle::set_data), never as a
-// constant, and the optimizer state is created (and synced) in
-// the constructor rather than on the first step. step() registers its host work (the step counts,
-// the uploads) with axle::record_host_effect, so a CompiledFunction (axle/compile.h) that replays
-// the step without tracing it still advances them.
+// constant, and the optimizer state is created (and synced) in the constructor rather than on the
+// first step. step() registers its host work (the step counts, the uploads) with
+// axle::record_host_effect, so a CompiledFunction (axle/compile.h) that replays the step without
+// tracing it still advances them.
 //
 //   axle::optim::AdamW opt({{decay_params, std::nullopt}, {no_decay_params, 0.0}}, /*lr=*/6e-4);
 //   for (...) { opt.zero_grad(); loss = model(x, y); loss.backward(); opt.step(); axle::sync(); }
