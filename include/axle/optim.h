@@ -52,8 +52,13 @@ class Optimizer {
   // tensor objects every step, so a replayed step reads them again: graph inputs, not constants).
   void SetScalars(const std::vector<double>& values);
   // The host side of a step of the parameters `stepping` (group, index): advances their step
-  // counts and uploads the step's scalars (SetScalars); per parameter, the slot of its scalars.
-  virtual std::vector<size_t> HostStep(const std::vector<std::pair<size_t, size_t>>& stepping) = 0;
+  // counts (AdvanceStep) and uploads lr and, per distinct step key, its StepScalars pair
+  // (SetScalars: lr at 0, the pairs after it); per parameter, the slot of its pair.
+  std::vector<size_t> HostStep(const std::vector<std::pair<size_t, size_t>>& stepping);
+  // Advances parameter `group`/`index`'s step count; the key its step's scalars depend on.
+  virtual int64_t AdvanceStep(size_t group, size_t index) = 0;
+  // The two scalars a step with this key uploads.
+  virtual std::pair<double, double> StepScalars(int64_t key) const = 0;
   // Collects the parameters that have a gradient into *stepping, runs HostStep for them and
   // registers it with record_host_effect (a replayed step runs it again); HostStep's slots.
   std::vector<size_t> BeginStep(std::vector<std::pair<size_t, size_t>>* stepping);
@@ -78,8 +83,9 @@ class SGD : public Optimizer {
   Tensor momentum_buffer(size_t group, size_t index) const;
 
  private:
-  // Uploads lr and, per distinct first/later step, the momentum coefficients.
-  std::vector<size_t> HostStep(const std::vector<std::pair<size_t, size_t>>& stepping) override;
+  // Key 1 for a parameter's first step, 0 after; the momentum coefficients for it.
+  int64_t AdvanceStep(size_t group, size_t index) override;
+  std::pair<double, double> StepScalars(int64_t first) const override;
 
   double momentum_, dampening_, weight_decay_;
   bool nesterov_;
@@ -102,8 +108,9 @@ class AdamW : public Optimizer {
   Tensor exp_avg_sq(size_t group, size_t index) const { return exp_avg_sq_[group][index]; }
 
  private:
-  // Uploads lr and, per distinct step count t, lr / (1 - beta1^t) and sqrt(1 - beta2^t).
-  std::vector<size_t> HostStep(const std::vector<std::pair<size_t, size_t>>& stepping) override;
+  // Key: the step count t; lr / (1 - beta1^t) and sqrt(1 - beta2^t) for it.
+  int64_t AdvanceStep(size_t group, size_t index) override;
+  std::pair<double, double> StepScalars(int64_t t) const override;
 
   double beta1_, beta2_, eps_, weight_decay_;
   bool amsgrad_;

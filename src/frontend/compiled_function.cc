@@ -279,15 +279,12 @@ std::vector<Tensor> CompiledFunction::operator()(const std::vector<Tensor>& args
   std::vector<Tensor> returned;
   const int64_t syncs_before = detail::SyncCalls();
   {
-    std::vector<std::function<void()>>* outer = tls_effects;
+    struct Recording {  // record_host_effect appends to `effects` while the function runs
+      std::vector<std::function<void()>>* outer = tls_effects;
+      ~Recording() { tls_effects = outer; }
+    } recording;
     tls_effects = &effects;
-    try {
-      returned = s.fn(args);
-    } catch (...) {
-      tls_effects = outer;
-      throw;
-    }
-    tls_effects = outer;
+    returned = s.fn(args);
   }
   const bool synced_inside = detail::SyncCalls() != syncs_before;
   for (Tensor& r : returned) {

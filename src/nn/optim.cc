@@ -86,6 +86,24 @@ void Optimizer::SetScalars(const std::vector<double>& values) {
   }
 }
 
+std::vector<size_t> Optimizer::HostStep(const std::vector<std::pair<size_t, size_t>>& stepping) {
+  std::vector<double> values = {lr_};
+  std::map<int64_t, size_t> slot;  // step key -> the index of its pair in values
+  std::vector<size_t> slot_of;
+  for (const auto& [g, i] : stepping) {
+    const int64_t key = AdvanceStep(g, i);
+    const auto [it, fresh] = slot.emplace(key, values.size());
+    if (fresh) {
+      const auto [a, b] = StepScalars(key);
+      values.push_back(a);
+      values.push_back(b);
+    }
+    slot_of.push_back(it->second);
+  }
+  SetScalars(values);
+  return slot_of;
+}
+
 std::vector<size_t> Optimizer::BeginStep(std::vector<std::pair<size_t, size_t>>* stepping) {
   for (size_t g = 0; g < groups_.size(); ++g)
     for (size_t i = 0; i < groups_[g].params.size(); ++i)
@@ -126,25 +144,13 @@ SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, double damp
 
 Tensor SGD::momentum_buffer(size_t group, size_t index) const { return buf_.at(group).at(index); }
 
-std::vector<size_t> SGD::HostStep(const std::vector<std::pair<size_t, size_t>>& stepping) {
-  // The momentum update's coefficients: the first step of a parameter takes buf = d (PyTorch
-  // clones d into the buffer), later ones buf = momentum buf + (1 - dampening) d. Uploaded, so
-  // the first and later steps trace the same graph.
-  std::vector<double> values = {lr_};
-  std::map<bool, size_t> slot;
-  std::vector<size_t> slot_of;
-  for (const auto& [g, i] : stepping) {
-    const bool first = steps_[g][i]++ == 0;
-    auto it = slot.find(first);
-    if (it == slot.end()) {
-      it = slot.emplace(first, values.size()).first;
-      values.push_back(first ? 0.0 : momentum_);
-      values.push_back(first ? 1.0 : 1.0 - dampening_);
-    }
-    slot_of.push_back(it->second);
-  }
-  SetScalars(values);
-  return slot_of;
+int64_t SGD::AdvanceStep(size_t group, size_t index) { return steps_[group][index]++ == 0 ? 1 : 0; }
+
+// The momentum update's coefficients: the first step of a parameter (key 1) takes buf = d (PyTorch
+// clones d into the buffer), later ones buf = momentum buf + (1 - dampening) d. Uploaded, so the
+// first and later steps trace the same graph.
+std::pair<double, double> SGD::StepScalars(int64_t first) const {
+  return first ? std::pair{0.0, 1.0} : std::pair{momentum_, 1.0 - dampening_};
 }
 
 void SGD::step() {
@@ -200,26 +206,13 @@ AdamW::AdamW(std::vector<ParamGroup> groups, double lr, std::pair<double, double
   sync();
 }
 
-std::vector<size_t> AdamW::HostStep(const std::vector<std::pair<size_t, size_t>>& stepping) {
-  // Per step count t: lr / (1 - beta1^t) and sqrt(1 - beta2^t), computed in double as PyTorch
-  // does and uploaded (one pair for all parameters that share the count).
-  std::vector<double> values = {lr_};
-  std::map<int64_t, size_t> slot;
-  std::vector<size_t> slot_of;
-  for (const auto& [g, i] : stepping) {
-    const int64_t t = ++steps_[g][i];
-    auto it = slot.find(t);
-    if (it == slot.end()) {
-      const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(t));
-      const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(t));
-      it = slot.emplace(t, values.size()).first;
-      values.push_back(lr_ / bc1);
-      values.push_back(std::sqrt(bc2));
-    }
-    slot_of.push_back(it->second);
-  }
-  SetScalars(values);
-  return slot_of;
+int64_t AdamW::AdvanceStep(size_t group, size_t index) { return ++steps_[group][index]; }
+
+// Per step count t: lr / (1 - beta1^t) and sqrt(1 - beta2^t), computed in double as PyTorch does.
+std::pair<double, double> AdamW::StepScalars(int64_t t) const {
+  const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(t));
+  const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(t));
+  return {lr_ / bc1, std::sqrt(bc2)};
 }
 
 void AdamW::step() {
