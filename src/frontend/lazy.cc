@@ -1,5 +1,5 @@
 // The lazy runtime: the trace, sync() (graph cut, executable cache, launch), the execution
-// thread, metrics and recompilation reports. See lazy.h for the model.
+// thread and recompilation reports (the metrics are in metrics.cc). See lazy.h for the model.
 #include "frontend/lazy.h"
 #include "frontend/sharded_step.h"
 #include "frontend/ops_internal.h"
@@ -27,16 +27,6 @@ namespace {
 
 double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
-}
-
-// ---- Metrics (written by the tracing thread and the execution thread) ---------------------------
-std::mutex g_metrics_mu;
-Metrics g_metrics;
-
-template <typename F>
-void UpdateMetrics(F&& f) {
-  std::lock_guard<std::mutex> lock(g_metrics_mu);
-  f(g_metrics);
 }
 
 // ---- The execution thread ------------------------------------------------------------------------
@@ -361,13 +351,6 @@ std::shared_ptr<ShardedData> AsyncBuffer::TakeSharded() {
   return std::move(sharded_);
 }
 
-void CountHostReshard(int64_t bytes) {
-  UpdateMetrics([&](Metrics& m) {
-    ++m.host_reshards;
-    m.host_reshard_bytes += bytes;
-  });
-}
-
 bool AsyncBuffer::ready() {
   std::lock_guard<std::mutex> lock(mu_);
   return ready_;
@@ -394,13 +377,6 @@ ir::Builder& B(const SourceLoc& loc) {
   Trace& t = CurrentTrace();
   t.builder.set_loc(loc);
   return t.builder;
-}
-
-void CountTransferToDevice(int64_t bytes) {
-  UpdateMetrics([&](Metrics& m) {
-    ++m.to_device;
-    m.to_device_bytes += bytes;
-  });
 }
 
 namespace {
@@ -745,12 +721,6 @@ void sync() { SyncImpl(nullptr); }
 namespace detail {
 void SyncRecording(StepRecord* record) { SyncImpl(record); }
 
-int64_t CountSync() {
-  int64_t number = 0;
-  UpdateMetrics([&](Metrics& m) { number = ++m.syncs; });
-  return number;
-}
-
 std::vector<std::shared_ptr<AsyncBuffer>> NewResults(size_t n, runtime::Executable* exe, int64_t sync_number) {
   std::vector<std::shared_ptr<AsyncBuffer>> outs(n);
   auto* sharded_step = dynamic_cast<ShardedStep*>(exe);
@@ -810,40 +780,6 @@ NameScope::NameScope(const std::string& name) {
 NameScope::~NameScope() {
   detail::g_scopes.pop_back();
   ++detail::g_scope_version;
-}
-
-Metrics metrics() {
-  std::lock_guard<std::mutex> lock(detail::g_metrics_mu);
-  return detail::g_metrics;
-}
-
-void reset_metrics() {
-  std::lock_guard<std::mutex> lock(detail::g_metrics_mu);
-  detail::g_metrics = Metrics{};
-}
-
-std::string metrics_report() {
-  const Metrics m = metrics();
-  std::string s;
-  s += fmt::format("Metric: syncs              {}\n", m.syncs);
-  s += fmt::format("Metric: compiles           {}\n", m.compiles);
-  s += fmt::format("Metric: disk cache hits    {}\n", m.disk_hits);
-  s += fmt::format("Metric: memory cache hits  {}\n", m.cache_hits);
-  s += fmt::format("Metric: replayed steps     {} (compiled functions, not traced)\n", m.replays);
-  s += fmt::format("Metric: compile time       {:.3f} s (compiles and disk loads)\n", m.compile_s);
-  s += fmt::format("Metric: execute time       {:.3f} s\n", m.execute_s);
-  s += fmt::format("Metric: trace cut + hash   {:.3f} s\n", m.trace_cut_s);
-  s += fmt::format("Metric: to device          {} transfers, {} bytes\n", m.to_device,
-                   m.to_device_bytes);
-  s += fmt::format("Metric: to host            {} transfers, {} bytes\n", m.to_host,
-                   m.to_host_bytes);
-  s += fmt::format("Metric: donated buffers    {}\n", m.donated);
-  s += fmt::format("Metric: host reshards      {} ({} bytes split into or assembled from shards)\n",
-                   m.host_reshards, m.host_reshard_bytes);
-  s += fmt::format("Metric: graph size         last {} nodes ({} inputs, {} outputs), max {}\n",
-                   m.last_graph_nodes, m.last_graph_inputs, m.last_graph_outputs,
-                   m.max_graph_nodes);
-  return s;
 }
 
 }  // namespace axle

@@ -17,6 +17,7 @@
 #pragma once
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <mutex>
@@ -25,6 +26,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "axle/metrics.h"
 #include "axle/tensor.h"
 #include "ir/builder.h"
 #include "ir/hash.h"
@@ -73,6 +75,8 @@ class AsyncBuffer {
   bool ready_ = false;
 };
 
+// The metrics (metrics.cc): f runs on them under their mutex.
+void UpdateMetrics(const std::function<void(Metrics&)>& f);
 // Counts a global buffer split into shards or assembled from them on the host
 // (Metrics::host_reshards and host_reshard_bytes).
 void CountHostReshard(int64_t bytes);
