@@ -51,15 +51,21 @@
 // Cooperlake kernels against oneDNN's avx512_core ones; AXLE_PROFILE, 300 steps, ms a call, one
 // thread): [512, 128] 0.74 -> 0.61, [128, 384] 0.54 -> 0.47, [128, 128] 0.20 -> 0.17, [128, 512]
 // 0.71 either way; the step, 4 alternated pairs of 300-step runs: 10.89 / 10.27 / 10.53 / 9.87 ->
-// 10.01 / 10.03 / 9.74 / 9.59 ms. So there oneDNN takes them too (BlasLibrary::dnnl_transposed_a),
+// 10.01 / 10.03 / 9.74 / 9.59 ms. So there oneDNN takes them too,
 // also the [128, 512] one whose B rows are 2 KB apart (0.71 -> 0.65 ms a call; the step, 6 pairs
 // alternated near: 9.84 / 10.05 / 9.66 / 9.88 / 9.64 / 9.47 -> 9.68 / 9.88 / 9.57 / 9.68 / 9.47 /
-// 9.47 ms), while the untransposed-A halves with such B (the MLP's forward) stay on OpenBLAS,
-// which oneDNN was 9% slower on here too.
+// 9.47 ms). The untransposed-A halves with such B (the MLP's forward) first stayed on OpenBLAS,
+// but session 28 found oneDNN faster on them too with page-aligned operands on this host (two
+// threads, a half each, 1000 calls: 0.299-0.300 ms whether B's rows are 512, 520 or 528 floats
+// apart, OpenBLAS 0.331-0.336 with C cleared first; in the step 0.40 ms a call on OpenBLAS). Its
+// AVX-512 path does not show the AVX2 no-copy kernel's cache-set conflicts. So on AVX-512 hosts
+// oneDNN takes every product up to kDnnlMaxMacs (BlasLibrary::dnnl_avx512). The step, 8
+// alternated pairs of 300-step runs, those with both probes near: 10.04 / 9.77 / 9.72 / 9.47 ->
+// 9.39 / 9.57 / 9.65 / 9.30 ms.
 // So with AXLE_BLAS=onednn (auto's choice off Intel when libdnnl loads) a product goes to oneDNN
 // when DnnlTakes(): at most kDnnlAnyMacs multiply-adds whatever the transposes, or at most
 // kDnnlMaxMacs with A not transposed and B transposed or ldb not a multiple of kDnnlBadLdb, or
-// (on AVX-512) at most kDnnlMaxMacs with A transposed;
+// (on AVX-512) any at most kDnnlMaxMacs;
 // everything else (the large products of GPT-2 124M, which this was not measured on, and every
 // dgemm) stays with OpenBLAS. The rule reads only the product's shape and layout, so which library
 // computes a product, and so its bits, never depends on the schedule.
@@ -339,10 +345,10 @@ BlasLibrary MakeOnednn(const std::string& why_not_mkl) {
   const Dnnl& d = LoadDnnl();
   BlasLibrary b = MakeOpenBlas("");
   b.name = "onednn";
-  b.dnnl_transposed_a = HostHasAvx512();
+  b.dnnl_avx512 = HostHasAvx512();
   b.detail = fmt::format("{} sgemm for products up to 2^{} multiply-adds ({}), else {}{}", d.detail,
                          std::countr_zero(static_cast<uint64_t>(kDnnlMaxMacs)),
-                         b.dnnl_transposed_a ? "A transposed too: AVX-512"
+                         b.dnnl_avx512 ? "every layout: AVX-512"
                                              : fmt::format("2^{} when A is transposed",
                                                            std::countr_zero(static_cast<uint64_t>(kDnnlAnyMacs))),
                          b.detail, why_not_mkl.empty() ? "" : fmt::format(" (MKL not loaded: {})", why_not_mkl));

@@ -36,27 +36,28 @@ struct BlasLibrary {
   // once per thread before its first product).
   DnnlSgemm dnnl_sgemm = nullptr;
   void (*dnnl_threads)(int) = nullptr;
-  // oneDNN also takes the products whose A is transposed (DnnlTakes' transposed_a_too): on hosts
-  // with AVX-512, where its kernels beat OpenBLAS's on them (Note [Products through oneDNN]).
-  bool dnnl_transposed_a = false;
+  // oneDNN takes every product up to kDnnlMaxMacs (DnnlTakes' avx512): on hosts with AVX-512, where
+  // its kernels beat OpenBLAS's on all of them (Note [Products through oneDNN]).
+  bool dnnl_avx512 = false;
 };
 
 // Whether a C[M, N] = op(A)[M, K] op(B)[K, N] f32 product goes to oneDNN's sgemm when the library
 // has one (Note [Products through oneDNN]): any product of at most kDnnlAnyMacs multiply-adds, and
 // those of at most kDnnlMaxMacs whose A is not transposed, except an untransposed B whose rows are a
-// multiple of kDnnlBadLdb elements apart (ldb, the row stride of B as stored); with
-// transposed_a_too (AVX-512 hosts, BlasLibrary::dnnl_transposed_a) also every one of at most
-// kDnnlMaxMacs whose A is transposed. A function of the shape and of
+// multiple of kDnnlBadLdb elements apart (ldb, the row stride of B as stored); with avx512
+// (AVX-512 hosts, BlasLibrary::dnnl_avx512) every one of at most kDnnlMaxMacs, those two
+// exceptions included. A function of the shape and of
 // the host alone, so that which library computes a product (and so its bits) never depends on the
 // schedule.
 constexpr int64_t kDnnlAnyMacs = int64_t{1} << 18;
 constexpr int64_t kDnnlMaxMacs = int64_t{1} << 26;
 constexpr int64_t kDnnlBadLdb = 512;
 inline bool DnnlTakes(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t ldb,
-                      bool transposed_a_too = false) {
+                      bool avx512 = false) {
   const int64_t macs = M * N * K;
   if (macs <= kDnnlAnyMacs) return true;
-  if (trans_a) return transposed_a_too && macs <= kDnnlMaxMacs;
+  if (avx512) return macs <= kDnnlMaxMacs;
+  if (trans_a) return false;
   return macs <= kDnnlMaxMacs && (trans_b || ldb % kDnnlBadLdb != 0);
 }
 

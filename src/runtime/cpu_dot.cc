@@ -275,7 +275,7 @@ thread_local bool tls_dnnl_one_thread = false;  // this thread set its OpenMP th
 // through oneDNN when it takes the product (Note [Products through oneDNN], blas.cc).
 void Gemm(const BlasLibrary& blas, bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* a, int64_t lda,
           const float* b, int64_t ldb, float* c, int64_t ldc) {
-  if (blas.dnnl_sgemm != nullptr && DnnlTakes(ta, tb, M, N, K, ldb, blas.dnnl_transposed_a)) {
+  if (blas.dnnl_sgemm != nullptr && DnnlTakes(ta, tb, M, N, K, ldb, blas.dnnl_avx512)) {
     if (!tls_dnnl_one_thread) {
       if (blas.dnnl_threads != nullptr) blas.dnnl_threads(1);
       tls_dnnl_one_thread = true;

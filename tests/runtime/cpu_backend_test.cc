@@ -178,10 +178,13 @@ TEST(BlasTest, OnednnTakesSmallProductsAndUntransposedMediumOnes) {
   EXPECT_TRUE(cpu::DnnlTakes(false, false, 256, 384, 128, 384));  // half of its QKV projection
   EXPECT_FALSE(cpu::DnnlTakes(false, false, 256, 512, 128, 512)); // half of its MLP's: B rows 2 KB apart
   EXPECT_FALSE(cpu::DnnlTakes(true, false, 512, 128, 512, 128));  // a weight gradient (A transposed)
-  EXPECT_TRUE(cpu::DnnlTakes(true, false, 512, 128, 512, 128, /*transposed_a_too=*/true));  // on AVX-512
-  EXPECT_TRUE(cpu::DnnlTakes(true, false, 128, 512, 512, 512, true));   // and with B's rows 2 KB apart
-  EXPECT_FALSE(cpu::DnnlTakes(false, false, 256, 512, 128, 512, true)); // not A untransposed with them
+  // On AVX-512 hosts every product up to 2^26 multiply-adds, those two included:
+  EXPECT_TRUE(cpu::DnnlTakes(true, false, 512, 128, 512, 128, /*avx512=*/true));
+  EXPECT_TRUE(cpu::DnnlTakes(true, false, 128, 512, 512, 512, true));
+  EXPECT_TRUE(cpu::DnnlTakes(false, false, 256, 512, 128, 512, true));
   EXPECT_FALSE(cpu::DnnlTakes(false, false, 256, 768, 768, 768)); // GPT-2 124M's: OpenBLAS
+  EXPECT_FALSE(cpu::DnnlTakes(false, false, 256, 768, 768, 768, true));
+  EXPECT_FALSE(cpu::DnnlTakes(true, false, 768, 768, 256, 768, true));
   if (!cpu::DnnlAvailable()) GTEST_SKIP() << "oneDNN does not load here";
   const cpu::BlasLibrary& lib = cpu::UseBlas("onednn");
   EXPECT_EQ(lib.name, "onednn");
