@@ -500,7 +500,13 @@ TEST(CpuThreadedTest, BigTensorsMatchBitwise) {
   Value* idx = b.Constant(Literal::FromVector<int32_t>(DType::kI32, {5000}, ids));
   Value* g = b.Build1(OpKind::kGather, {table, idx}, ir::GatherAttrs{0, 0});
   Value* grad = b.Build1(OpKind::kScatterAdd, {table, idx, g}, ir::GatherAttrs{0, 0});
-  b.Return({z, t, inner, leading, middle, scattered, all, sl, rs, g, grad, cvt});
+  // Many updates to few rows, cut by destination rows over the pool (Note [Scatter-add by
+  // destination rows]): each row must still add its updates in order, rounding each add.
+  std::vector<int32_t> dup(5000);
+  for (size_t i = 0; i < dup.size(); ++i) dup[i] = static_cast<int32_t>((i * 13) % 97) * 61;
+  Value* dup_idx = b.Constant(Literal::FromVector<int32_t>(DType::kI32, {5000}, dup));
+  Value* dup_grad = b.Build1(OpKind::kScatterAdd, {table, dup_idx, g}, ir::GatherAttrs{0, 0});
+  b.Return({z, t, inner, leading, middle, scattered, all, sl, rs, g, grad, cvt, dup_grad});
   ExpectSame(m, {RandomLiteral(DType::kF32, s, 5), RandomLiteral(DType::kF32, s, 6),
                  RandomLiteral(DType::kF32, {72}, 7)}, 0);
 }
