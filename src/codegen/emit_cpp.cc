@@ -525,6 +525,38 @@ std::vector<bool> InputsReadAtIndex(const Kernel& k) {
   return at_index;
 }
 
+std::vector<bool> InputsReadInOrder(const Kernel& k) {
+  // Note [Batch-sliced chains] (runtime/cpu_chains.cc). A loop kernel evaluates its members at
+  // element i, a row kernel at element o * reduced + r of row o or per row at o; so an input
+  // that no broadcast_in_dim, slice or transpose maps and that is not read as a scalar is read at
+  // its own flat index when its size is the domain's (or, in a row kernel, the row count). A
+  // reduction kernel reads its operand by output, not in order.
+  const bool ok = k.fused && k.reduce == nullptr;
+  std::vector<bool> in_order(k.inputs.size(), ok);
+  if (!ok) return in_order;
+  const int64_t domain = PrologueElements(k);
+  std::unordered_map<const Value*, size_t> input_index;
+  for (size_t j = 0; j < k.inputs.size(); ++j) {
+    input_index[k.inputs[j]] = j;
+    const int64_t n = k.inputs[j]->type().NumElements();
+    if (n != domain && !(IsRowKernel(k) && n == k.num_elements)) in_order[j] = false;
+  }
+  std::unordered_set<const Node*> members(k.nodes.begin(), k.nodes.end());
+  auto mark = [&](const Value* v) {
+    auto it = input_index.find(v);
+    if (it != input_index.end()) in_order[it->second] = false;
+  };
+  for (const Node* n : k.nodes) {
+    if (n->op() == OpKind::kBroadcastInDim || IsIndexMap(*n)) {
+      if (!members.count(n->operand(0)->node())) mark(n->operand(0));
+    } else {
+      for (const Value* v : n->operands())
+        if (ScalarRead(v, k)) mark(v);
+    }
+  }
+  return in_order;
+}
+
 EmittedModule EmitCpp(const std::vector<Kernel>& kernels, const EmitOptions& options) {
   EmittedModule m;
   m.source = kPrelude;

@@ -76,6 +76,12 @@ struct EmitOptions {
 // All false for a non-fused kernel and for a reduction kernel (it reads at the operand index).
 std::vector<bool> InputsReadAtIndex(const Kernel& k);
 
+// Per input of a fused loop or row kernel: whether the loop reads it only in order, at its own
+// flat index (element i, or element o * reduced + r of row o, or per row at o), so that loop
+// elements (rows) [b, e) read only the matching range of it. Note [Batch-sliced chains]
+// (runtime/cpu_chains.cc) runs such kernels by slices next to the products that write their inputs.
+std::vector<bool> InputsReadInOrder(const Kernel& k);
+
 // Note [Column sums by blocks of rows]: a column reduction [R, B] reads every row of its columns.
 // Split by columns over two threads, each thread reads half of every row, and half rows stream
 // badly: a harness on the Zen 4 host of session 26 ran GPT-2's GELU backward with its bias

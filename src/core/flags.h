@@ -28,6 +28,8 @@ std::string DefaultCacheDir();
     "When set, RunPasses writes the module before the first pass and after each pass to DIR/NNN-<pass>.axir.")  \
   X(bool, replay, true,                                                                      \
     "A CompiledFunction (axle/compile.h) replays its recorded step without tracing once two calls traced the same graph (0 = trace every call).") \
+  X(bool, chains, true,                                                                      \
+    "The CPU executor runs a batched product and the kernels that read it slice by slice, each thread its slices of all of them (Note [Batch-sliced chains]); 0 = kernel by kernel.") \
   X(bool, cache, true,                                                                       \
     "Use the on-disk cache of compiled artifacts (0 = neither read nor write it).")          \
   X(std::string, cache_dir, DefaultCacheDir(),                                               \

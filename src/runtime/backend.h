@@ -47,6 +47,10 @@ struct ExecuteStats {
   // Followers run by a pair's first thread while its second product ran (Note [Followers of a
   // pair]); how many depends on the schedule, unlike every other count here.
   int64_t followers_beside_pairs = 0;
+  // Kernels run slice by slice in chains (Note [Batch-sliced chains]), and chains run again
+  // kernel by kernel because a product came out inf or NaN.
+  int64_t chained_kernels = 0;
+  int64_t chains_rerun = 0;
 };
 
 // How an executable came to be (the frontend's metrics count compiles and disk hits apart).

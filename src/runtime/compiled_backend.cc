@@ -94,6 +94,7 @@ std::unique_ptr<Executable> CompileModule(const ir::Module& module, DiskCache* c
     g.inputs = kern.inputs;
     g.outputs = kern.outputs;
     g.input_at_index = codegen::InputsReadAtIndex(kern);
+    g.input_in_order = codegen::InputsReadInOrder(kern);
     g.first = kern.nodes[0];
     g.is_copy = kern.inputs.size() == 1 && kern.outputs.size() == 1 &&
                 std::all_of(kern.nodes.begin(), kern.nodes.end(),

@@ -139,6 +139,22 @@ bool Collapses(const Shape& shape, const std::vector<int64_t>& xs, const std::ve
   return true;
 }
 
+// Whether Arrange reads an operand of `shape` in place (no copy): the two groups of dims each
+// index like one dim, with the second innermost (or, trans, the first), and stored rows do not
+// overlap (BLAS needs ld >= the stored row length; the layout guarantees it when the groups
+// collapse, checked anyway). Sets the groups' strides.
+bool InPlaceLayout(const Shape& shape, const std::vector<int64_t>& first, const std::vector<int64_t>& second,
+                   bool* trans, int64_t* s_first, int64_t* s_second) {
+  const std::vector<int64_t> xs = shape.Strides();
+  int64_t rows = 1, cols = 1;
+  for (int64_t d : first) rows *= shape.dim(d);
+  for (int64_t d : second) cols *= shape.dim(d);
+  const bool first_ok = Collapses(shape, xs, first, s_first), second_ok = Collapses(shape, xs, second, s_second);
+  const bool plain = first_ok && second_ok && *s_second == 1 && (rows == 1 || *s_first >= cols);
+  *trans = !plain && first_ok && second_ok && *s_first == 1 && *s_second >= rows;
+  return plain || *trans;
+}
+
 // Brings `x` to [batch..., first..., second...] (each group in the listed order). No copy when the
 // second group indexes like one innermost dim and the first like one dim of any stride (the row
 // stride), or the same with the groups swapped (trans); the batch dims may then have any strides
@@ -154,13 +170,9 @@ void Arrange(const Literal& x, const std::vector<int64_t>& batch, const std::vec
   for (int64_t d : first) rows *= shape.dim(d);
   for (int64_t d : second) cols *= shape.dim(d);
   m.data = x.data<T>();
+  bool trans = false;
   int64_t s_first = 1, s_second = 1;
-  const bool first_ok = Collapses(shape, xs, first, &s_first), second_ok = Collapses(shape, xs, second, &s_second);
-  // Stored rows must not overlap (BLAS needs ld >= the stored row length); the layout guarantees it
-  // when the groups collapse, checked anyway.
-  const bool plain = first_ok && second_ok && s_second == 1 && (rows == 1 || s_first >= cols);
-  const bool trans = !plain && first_ok && second_ok && s_first == 1 && s_second >= rows;
-  if (plain || trans) {
+  if (InPlaceLayout(shape, first, second, &trans, &s_first, &s_second)) {
     m.trans = trans;
     m.ld = trans ? s_second : (rows > 1 ? s_first : std::max<int64_t>(1, cols));
     m.offset.assign(static_cast<size_t>(bcount), 0);
@@ -300,6 +312,27 @@ void Gemm(const BlasLibrary& blas, bool ta, bool tb, int64_t M, int64_t N, int64
              static_cast<int>(ldb), blas.zero_c_first ? 1.0 : 0.0, c, static_cast<int>(ldc));
 }
 
+// The exact loop (the interpreter's: products summed in double, rounded once) over rows [lo, hi)
+// of C viewed as [B * M, N].
+template <typename T>
+void ExactRows(const Mat<T>& a, const Mat<T>& b, T* c, int64_t M, int64_t N, int64_t K, int64_t lo, int64_t hi) {
+  // Strides of a[m, k] and b[k, n] inside one batch.
+  const int64_t am = a.trans ? 1 : a.ld, ak = a.trans ? a.ld : 1;
+  const int64_t bk = b.trans ? 1 : b.ld, bn = b.trans ? b.ld : 1;
+  for (int64_t bm = lo; bm < hi; ++bm) {
+    const int64_t i = bm / M, m = bm % M;
+    const T* arow = a.at(i) + m * am;
+    const T* bmat = b.at(i);
+    T* crow = c + bm * N;
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = -0.0;
+      for (int64_t k = 0; k < K; ++k)
+        acc += static_cast<double>(arow[k * ak]) * static_cast<double>(bmat[k * bk + n * bn]);
+      crow[n] = static_cast<T>(acc);
+    }
+  }
+}
+
 template <typename T>
 bool DotKernelT(const Node& node, Operands ops, Literal& out) {
   const Literal& lhs = *ops[0];
@@ -374,24 +407,42 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
     }
     if (finite.load(std::memory_order_relaxed)) return true;
   }
-  // Exact: strides of a[m, k] and b[k, n] inside one batch.
-  const int64_t am = a.trans ? 1 : a.ld, ak = a.trans ? a.ld : 1;
-  const int64_t bk = b.trans ? 1 : b.ld, bn = b.trans ? b.ld : 1;
   ThreadPool::Global().ParallelFor(B * M, std::max<int64_t>(1, kParallelElements / std::max<int64_t>(N * K, 1)),
-                                   [&](int64_t lo, int64_t hi) {
-    for (int64_t bm = lo; bm < hi; ++bm) {
-      const int64_t i = bm / M, m = bm % M;
-      const T* arow = a.at(i) + m * am;
-      const T* bmat = b.at(i);
-      T* crow = c + bm * N;
-      for (int64_t n = 0; n < N; ++n) {
-        double acc = -0.0;
-        for (int64_t k = 0; k < K; ++k)
-          acc += static_cast<double>(arow[k * ak]) * static_cast<double>(bmat[k * bk + n * bn]);
-        crow[n] = static_cast<T>(acc);
-      }
+                                   [&](int64_t lo, int64_t hi) { ExactRows(a, b, c, M, N, K, lo, hi); });
+  return true;
+}
+
+// Items [lo, hi) of a batched product, on this thread: the calls DotKernelT makes for them when
+// it runs one BLAS call per batch item, or its exact loop. False when a BLAS block came out inf or
+// NaN (the caller runs the whole product again through DotKernelT, Note [BLAS and non-finite
+// values]). Only for products ChainSlices accepts: no operand copy, one call per item.
+template <typename T>
+bool DotItemsT(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t hi) {
+  const Literal& lhs = *ops[0];
+  const Literal& rhs = *ops[1];
+  const auto& d = node.attrs_as<ir::DotGeneralAttrs>();
+  const std::vector<int64_t> lf = ir::DotFreeDims(lhs.shape().rank(), d.lhs_batch, d.lhs_contracting);
+  const std::vector<int64_t> rf = ir::DotFreeDims(rhs.shape().rank(), d.rhs_batch, d.rhs_contracting);
+  const int64_t M = Prod(lhs, lf), K = Prod(lhs, d.lhs_contracting), N = Prod(rhs, rf);
+  T* c = out.mutable_data<T>();
+  if (M * N == 0) return true;
+  if (K == 0) {
+    std::fill(c + lo * M * N, c + hi * M * N, T(0));
+    return true;
+  }
+  Mat<T> a, b;
+  Arrange(lhs, d.lhs_batch, lf, d.lhs_contracting, a);
+  Arrange(rhs, d.rhs_batch, d.rhs_contracting, rf, b);
+  if (M * N * K >= BlasMinFlops() && std::max({M, N, K}) < (int64_t{1} << 31)) {
+    SetBlasThreads(1);
+    const BlasLibrary& lib = Blas();
+    for (int64_t i = lo; i < hi; ++i) {
+      Gemm(lib, a.trans, b.trans, M, N, K, a.at(i), a.ld, b.at(i), b.ld, c + i * M * N, N);
+      if (!BlockFinite(c + i * M * N, M, N, N)) return false;
     }
-  });
+    return true;
+  }
+  ExactRows(a, b, c, M, N, K, lo * M, hi * M);
   return true;
 }
 
@@ -409,6 +460,32 @@ KernelChoice SelectDotKernel(const Node& node) {
   if (t == DType::kF64) c.fn = DotKernelT<double>;
   c.name = "dot_general";
   return c;
+}
+
+int64_t ChainSlices(const Node& node, int threads) {
+  if (node.op() != ir::OpKind::kDotGeneral) return 0;
+  const DType t = node.result()->dtype();
+  if (t != DType::kF32 && t != DType::kF64) return 0;
+  const auto& d = node.attrs_as<ir::DotGeneralAttrs>();
+  const Shape& ls = node.operand(0)->shape();
+  const Shape& rs = node.operand(1)->shape();
+  const std::vector<int64_t> lf = ir::DotFreeDims(ls.rank(), d.lhs_batch, d.lhs_contracting);
+  const std::vector<int64_t> rf = ir::DotFreeDims(rs.rank(), d.rhs_batch, d.rhs_contracting);
+  int64_t B = 1;
+  for (int64_t x : d.lhs_batch) B *= ls.dim(x);
+  // One call per item in DotKernelT too (B >= threads), so a sliced run makes the same calls.
+  if (B < 2 || B < threads) return 0;
+  bool trans = false;
+  int64_t s1 = 1, s2 = 1;
+  if (!InPlaceLayout(ls, lf, d.lhs_contracting, &trans, &s1, &s2) ||
+      !InPlaceLayout(rs, d.rhs_contracting, rf, &trans, &s1, &s2))
+    return 0;
+  return B;
+}
+
+bool DotItems(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t hi) {
+  if (node.result()->dtype() == DType::kF64) return DotItemsT<double>(node, ops, out, lo, hi);
+  return DotItemsT<float>(node, ops, out, lo, hi);
 }
 
 KernelChoice SelectKernel(const Node& node) {

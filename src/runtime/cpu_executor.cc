@@ -205,10 +205,9 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
     result_slots_.push_back(it->second);
     is_result_[static_cast<size_t>(it->second)] = true;
   }
-  MarkPairs(steps_);
-  // Note [Kernels beside a pair]: the tiny reductions move up beside a pair, so the slots' last
-  // uses are counted again in the new order.
-  if (HoistBesidePairs(steps_)) {
+  // Steps that move (Note [Batch-sliced chains], Note [Kernels beside a pair]) have their slots'
+  // last uses counted again in the new order.
+  auto recount = [&] {
     for (size_t p = 0; p < steps_.size(); ++p) {
       Step& st = steps_[p];
       st.index = p;
@@ -217,7 +216,10 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
     }
     for (size_t p = 0; p < steps_.size(); ++p)
       for (int s : steps_[p].operands) last_use[static_cast<size_t>(s)] = std::max(last_use[static_cast<size_t>(s)], p);
-  }
+  };
+  if (MarkChains(steps_)) recount();
+  MarkPairs(steps_);
+  if (HoistBesidePairs(steps_)) recount();
   for (Step& st : steps_) {
     auto add = [&](int s) {
       if (!is_result_[static_cast<size_t>(s)] && last_use[static_cast<size_t>(s)] == st.index &&
@@ -458,6 +460,14 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
   std::vector<const Literal*> ops;
   for (size_t k = 0; k < steps_.size(); ++k) {
     const Step& st = steps_[k];
+    if (st.chain > 0) {
+      RunChain(rs, &st, slots);
+      const size_t last = k + static_cast<size_t>(st.chain) - 1;
+      for (; k <= last; ++k)
+        for (int s : steps_[k].release) Release(rs, slots, s);
+      --k;
+      continue;
+    }
     if (st.pair_next) {
       RunPair(rs, &st, slots);
       const size_t last = k + 1 + static_cast<size_t>(st.fillers + st.followers);

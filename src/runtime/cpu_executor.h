@@ -25,6 +25,10 @@ struct GeneratedKernel {
   // dtype and element count may be written into its storage when the input dies here (in place;
   // the buffer is retyped to the output's shape).
   std::vector<bool> input_at_index;
+  // input_in_order[j]: the loop reads inputs[j] only at its own flat index (rows: the row's
+  // elements, or the row's one element), so elements [b, e) of the loop read only the matching
+  // range of it (Note [Batch-sliced chains], cpu_chains.cc).
+  std::vector<bool> input_in_order;
   // The kernel only copies its one input to its one output (a group of reshapes): when the output
   // takes the input's storage, the call is skipped.
   bool is_copy = false;

@@ -44,7 +44,13 @@ struct Step {
   // Note [Followers of a pair]: on a pair's first step, how many of the steps after the fillers
   // the thread that ran the first product may run while the second is still running.
   int followers = 0;
-  std::string label;  // AXLE_PROFILE only
+  // Note [Batch-sliced chains] (cpu_chains.cc): on a chain's first step, how many steps (this
+  // one included) run as one chain, cut into `slices` slices of their batch; in_chain on each.
+  int chain = 0;
+  int64_t slices = 0;
+  bool in_chain = false;
+  std::string label;        // AXLE_PROFILE only
+  std::string chain_label;  // AXLE_PROFILE only: on a chain's first step, the chain's label
 };
 
 struct SlotState {
@@ -89,6 +95,8 @@ class CpuExecutable final : public Executable {
   };
 
   void Plan(std::vector<PlanItem> items);
+  bool MarkChains(std::vector<Step>& steps) const;  // Note [Batch-sliced chains]; true when steps moved
+  void RunChain(RunState& rs, const Step* chain, std::vector<SlotState>& slots);
   bool HoistBesidePairs(std::vector<Step>& steps) const;  // Note [Kernels beside a pair]
   void MarkBesidePairs(std::vector<Step>& steps) const;  // a pair's fillers and followers
   std::vector<BufferPtr> Run(std::vector<BufferPtr> args, RunState& rs);

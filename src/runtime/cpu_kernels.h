@@ -51,6 +51,14 @@ void SetBlasMinFlops(int64_t flops);
 // other layouts are read in place.
 int64_t DotOperandCopies();
 
+// Note [Batch-sliced chains] (cpu_chains.cc): a dot_general that a chain may run by slices of its
+// batch returns its batch count (f32/f64, at least 2 and `threads` items, both operands read in
+// place); 0 otherwise.
+int64_t ChainSlices(const ir::Node& node, int threads);
+// Items [lo, hi) of such a product on this thread, as DotKernel computes them; false when a BLAS
+// result was inf or NaN (then DotKernel must compute the whole product).
+bool DotItems(const ir::Node& node, Operands ops, ir::Literal& out, int64_t lo, int64_t hi);
+
 // Note [Products side by side] (cpu_pairs.cc): while one of these lives on a thread, the
 // products that thread runs are one BLAS call per batch item on that thread: no tiles, no pool.
 class ProductsOnOneThread {

@@ -44,7 +44,8 @@ int64_t ProductMacs(const Node& n) {
 void MarkPairs(std::vector<Step>& steps) {
   if (ThreadPool::Global().num_threads() != 2) return;
   auto product = [](const Step& st) {
-    return st.kind == Step::kKernel && st.kernel.fn && !st.kernel.in_place && st.node->op() == OpKind::kDotGeneral &&
+    return st.kind == Step::kKernel && !st.in_chain && st.kernel.fn && !st.kernel.in_place &&
+           st.node->op() == OpKind::kDotGeneral &&
            ProductMacs(*st.node) >= kPairMacs && st.node->result()->shape().NumElements() <= kPairResultElements;
   };
   for (size_t k = 0; k + 1 < steps.size(); ++k) {
@@ -101,14 +102,14 @@ constexpr int64_t kTinyResultElements = 64;
 constexpr int kMaxFollowers = 8;
 
 bool IsFillerKind(const Step& st, const std::vector<int64_t>& slot_bytes) {
-  if (st.kind != Step::kGenerated || st.generated->is_copy || st.generated->fn == nullptr) return false;
+  if (st.kind != Step::kGenerated || st.in_chain || st.generated->is_copy || st.generated->fn == nullptr) return false;
   int64_t bytes = 0;
   for (int s : st.operands) bytes += slot_bytes[static_cast<size_t>(s)];
   return bytes <= kFillerElements * 4;
 }
 
 bool IsTinyReduction(const Step& st) {
-  if (st.kind != Step::kGenerated || st.generated->is_copy) return false;
+  if (st.kind != Step::kGenerated || st.in_chain || st.generated->is_copy) return false;
   for (const ir::Value* v : st.generated->outputs)
     if (v->type().NumElements() > kTinyResultElements) return false;
   return st.generated->reduction;

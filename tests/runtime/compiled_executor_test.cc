@@ -98,6 +98,77 @@ TEST(CompiledExecutorTest, SharedArgumentsAreNeverWritten) {
   for (size_t k = 0; k < 3; ++k) EXPECT_NE(got[k]->bytes().data(), held[k]->bytes().data());
 }
 
+// Note [Batch-sliced chains] (cpu_chains.cc): attention's scores product, softmax rows and values
+// product run as one chain, slice by slice of the (batch, head) pairs, with the causal-style mask
+// kernel between them moved before it; the bits are those of running them kernel by kernel
+// (AXLE_CHAINS=0), also when a BLAS result is inf and the chain runs again kernel by kernel.
+constexpr const char* kAttention = R"(module @attention {
+  func @main {
+    %q = parameter() {index=0} : f32[2,32,4,32]
+    %k = parameter() {index=1} : f32[2,32,4,32]
+    %v = parameter() {index=2} : f32[2,32,4,32]
+    %s = dot_general(%q, %k) {lhs_batch=[0,2], rhs_batch=[0,2], lhs_contracting=[3], rhs_contracting=[3]} : f32[2,4,32,32]
+    %i = iota() {dim=0} : i32[32,32]
+    %j = iota() {dim=1} : i32[32,32]
+    %future = compare(%j, %i) {dir=gt} : bool[32,32]
+    %fb = broadcast_in_dim(%future) {dims=[2,3]} : bool[2,4,32,32]
+    %c = constant() {value=0.25} : f32[]
+    %cs = broadcast_in_dim(%c) {dims=[]} : f32[2,4,32,32]
+    %lo = constant() {value=-1e30} : f32[]
+    %los = broadcast_in_dim(%lo) {dims=[]} : f32[2,4,32,32]
+    %ss = mul(%s, %cs) : f32[2,4,32,32]
+    %sm = select(%fb, %los, %ss) : f32[2,4,32,32]
+    %mx = reduce(%sm) {kind=max, dims=[3]} : f32[2,4,32]
+    %mxb = broadcast_in_dim(%mx) {dims=[0,1,2]} : f32[2,4,32,32]
+    %d = sub(%sm, %mxb) : f32[2,4,32,32]
+    %e = exp(%d) : f32[2,4,32,32]
+    %su = reduce(%e) {kind=sum, dims=[3]} : f32[2,4,32]
+    %sub = broadcast_in_dim(%su) {dims=[0,1,2]} : f32[2,4,32,32]
+    %p = div(%e, %sub) : f32[2,4,32,32]
+    %o = dot_general(%p, %v) {lhs_batch=[0,1], rhs_batch=[0,2], lhs_contracting=[3], rhs_contracting=[1]} : f32[2,4,32,32]
+    return %o, %p
+  }
+})";
+
+TEST(CompiledExecutorTest, AttentionRunsAsBatchSlicedChains) {
+  if (ThreadPool::Global().num_threads() < 2) GTEST_SKIP() << "chains are formed on a pool of two threads or more";
+  auto m = ir::ParseModule(kAttention);
+  std::vector<ir::Literal> args;
+  for (uint64_t s = 0; s < 3; ++s) args.push_back(RandomLiteral(DType::kF32, {2, 32, 4, 32}, 60 + s));
+  std::vector<ir::Literal> with_inf = args;
+  with_inf[0].SetDouble(5 * 128 + 33, INFINITY);  // q[0, 5, 1, 1]: a row of one head's scores goes inf
+  // (32 x 32 x 32 products: through BLAS, Note [BLAS and non-finite values])
+  const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
+  auto run = [&](bool chains, const std::vector<ir::Literal>& in, ExecuteStats* stats) {
+    const bool before = flags::chains();
+    flags::set_chains(chains);
+    auto exe = Compiled().Compile(*m);
+    flags::set_chains(before);
+    std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(in));
+    *stats = exe->last_stats();
+    return got;
+  };
+  ExecuteStats chained, plain;
+  const std::vector<BufferPtr> got = run(true, args, &chained);
+  const std::vector<BufferPtr> ref = run(false, args, &plain);
+  EXPECT_EQ(chained.chained_kernels, 3);  // scores, softmax rows, values; the mask runs before
+  EXPECT_EQ(chained.chains_rerun, 0);
+  EXPECT_EQ(plain.chained_kernels, 0);
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t r = 0; r < got.size(); ++r) {
+    EXPECT_TRUE(testutil::SameBits(*ref[r], *got[r])) << "result " << r << " differs from the unchained run";
+    for (int64_t i = 0; i < want[r]->NumElements(); ++i)
+      ASSERT_NEAR(got[r]->GetDouble(i), want[r]->GetDouble(i), 1e-4 * (1 + std::abs(want[r]->GetDouble(i))))
+          << "result " << r << " element " << i;
+  }
+  // An inf operand: the scores' BLAS block is not finite, the product is recomputed exactly.
+  const std::vector<BufferPtr> got_inf = run(true, with_inf, &chained);
+  const std::vector<BufferPtr> ref_inf = run(false, with_inf, &plain);
+  EXPECT_EQ(chained.chains_rerun, 1);
+  for (size_t r = 0; r < got_inf.size(); ++r)
+    EXPECT_TRUE(testutil::SameBits(*ref_inf[r], *got_inf[r])) << "result " << r << " with an inf operand";
+}
+
 // Note [Products side by side] (cpu_pairs.cc): a linear layer's two gradient products (dx and
 // dw, independent, equal work) run as one pool call of two whole products on a two-thread pool;
 // a product that reads the one before it does not pair. Results as the interpreter's, and the

@@ -1,0 +1,230 @@
+// Batch-sliced chains: a batched product and the kernels that read it, run slice by slice, each
+// thread its slices of all of them (Note [Batch-sliced chains]); planned when the executable is
+// built (MarkChains), run by RunChain.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "core/flags.h"
+#include "ir/interpreter.h"
+#include "runtime/cpu_executor_internal.h"
+#include "runtime/profile.h"
+#include "runtime/thread_pool.h"
+
+namespace axle::runtime::internal {
+
+// Note [Batch-sliced chains]
+// Attention runs as three kernels a layer each way, each over all (batch, head) pairs: the scores'
+// batched product, the softmax's rows, the values' batched product (and in the backward two
+// products, the softmax's backward rows, two products). Each kernel is split over the threads and
+// waits for its slowest part before the next starts, and each one's result (GPT-2 small: 32
+// matrices of 64 x 64, 512 KB) goes out of the L1 and L2 of the thread that wrote it before the
+// next reads it, often on the other core. Yet the kernels are independent across (batch, head):
+// slice s of the scores is all the softmax's slice s reads, and all the next product's item s
+// reads of it. So a chain runs them together: each thread takes slices of the batch and runs the
+// scores' product, the softmax and the values' product for them in turn, its slices' data staying
+// in its caches, with one wait at the chain's end instead of one per kernel (a flash-attention
+// schedule made of the kernels we already have: BLAS calls per item and generated row kernels).
+//
+// Every value a chain member reads from an earlier member is cut the same way: slice s of S is
+// elements [s n / S, (s + 1) n / S) of its n. A product is a member when it makes one BLAS call
+// per batch item anyway (cpu::ChainSlices: batch count S, at least the pool's threads, operands
+// read in place) and reads each earlier member's result with that operand's batch dims leading (so
+// item s reads slice s). A generated kernel is a member when its loop splits into S equal slices
+// and it reads each earlier member's result only in order (GeneratedKernel::input_in_order), and
+// never in place, a copy or a column sum by blocks. A step between members that reads no member's
+// result moves before the chain (the attention's causal mask). A chain has at least one product
+// and one member that reads an earlier one.
+//
+// Each member computes the same values as kernel by kernel: a product's items are the same BLAS
+// calls, a generated kernel's elements or rows are independent of how the loop is cut. When a
+// product's BLAS block comes out inf or NaN, its kernel recomputes the whole product exactly
+// (Note [BLAS and non-finite values]): the chain then runs again kernel by kernel into the same
+// buffers (no member writes in place, so its inputs are intact), and the bits are those of an
+// unchained run in every case. AXLE_CHAINS=0 turns chains off.
+namespace {
+
+bool ReadsAny(const Step& st, const std::unordered_set<int>& slots) {
+  return std::any_of(st.operands.begin(), st.operands.end(), [&](int s) { return slots.count(s) > 0; });
+}
+
+// A product that a chain of `slices` slices can run by items.
+bool SliceableProduct(const Step& st, int64_t slices, int threads) {
+  return st.kind == Step::kKernel && st.kernel.fn && !st.kernel.in_place &&
+         cpu::ChainSlices(*st.node, threads) == slices;
+}
+
+// Whether member-to-be `st` reads each of the chain's values (`internal`) by slices.
+bool ReadsBySlices(const Step& st, int64_t slices, int threads, const std::unordered_set<int>& internal) {
+  if (st.kind == Step::kGenerated) {
+    const GeneratedKernel& g = *st.generated;
+    if (g.fn == nullptr || g.is_copy || g.row_blocks > 1 || g.elements <= 0 || g.elements % slices != 0) return false;
+    for (size_t j = 0; j < st.operands.size(); ++j)
+      if (internal.count(st.operands[j]) && !g.input_in_order[j]) return false;
+    return true;
+  }
+  if (!SliceableProduct(st, slices, threads)) return false;
+  const auto& d = st.node->attrs_as<ir::DotGeneralAttrs>();
+  for (size_t j = 0; j < st.operands.size(); ++j) {
+    if (!internal.count(st.operands[j])) continue;
+    const std::vector<int64_t>& batch = j == 0 ? d.lhs_batch : d.rhs_batch;
+    for (size_t b = 0; b < batch.size(); ++b)
+      if (batch[b] != static_cast<int64_t>(b)) return false;  // batch dims leading, in order
+  }
+  return true;
+}
+
+}  // namespace
+
+bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
+  const int threads = ThreadPool::Global().num_threads();
+  if (threads < 2 || !flags::chains()) return false;
+  bool moved = false;
+  std::vector<Step> order;
+  order.reserve(steps.size());
+  size_t k = 0;
+  while (k < steps.size()) {
+    const Step& first = steps[k];
+    const int64_t slices = first.kind == Step::kKernel && first.kernel.fn && !first.kernel.in_place
+                               ? cpu::ChainSlices(*first.node, threads)
+                               : 0;
+    std::vector<size_t> members = {k}, before;
+    std::unordered_set<int> internal(first.results.begin(), first.results.end());
+    bool linked = false;  // a member reads an earlier one
+    for (size_t j = k + 1; slices > 0 && j < steps.size(); ++j) {
+      const Step& st = steps[j];
+      if (st.kind == Step::kParameter || st.kind == Step::kConstant || st.kind == Step::kForward ||
+          st.kind == Step::kCollective)
+        break;
+      const bool reads = ReadsAny(st, internal);
+      if (!reads && !SliceableProduct(st, slices, threads)) {
+        before.push_back(j);
+        continue;
+      }
+      if (reads && !ReadsBySlices(st, slices, threads, internal)) break;
+      linked = linked || reads;
+      members.push_back(j);
+      internal.insert(st.results.begin(), st.results.end());
+    }
+    if (!linked) {
+      order.push_back(std::move(steps[k]));
+      ++k;
+      continue;
+    }
+    const size_t last = members.back();
+    for (size_t b : before)
+      if (b < last) {
+        order.push_back(std::move(steps[b]));
+        moved = true;
+      }
+    std::string label;
+    for (size_t i = 0; i < members.size(); ++i) {
+      Step& st = steps[members[i]];
+      st.in_chain = true;
+      if (i == 0) {
+        st.chain = static_cast<int>(members.size());
+        st.slices = slices;
+      }
+      if (profile::Labeling()) label += (i ? "; " : "") + st.label;
+    }
+    if (profile::Labeling()) steps[k].chain_label = fmt::format("chain/{}{{{}}}", slices, label);
+    for (size_t m : members) order.push_back(std::move(steps[m]));
+    k = last + 1;  // the steps after the chain's last member that were not moved stay after it
+  }
+  steps = std::move(order);
+  return moved;
+}
+
+// Note [Batch-sliced chains]: binds every member's results, runs the members slice by slice over
+// the pool (each thread its slices of all of them), and reruns them kernel by kernel when a
+// product's BLAS result was not finite.
+void CpuExecutable::RunChain(RunState& rs, const Step* chain, std::vector<SlotState>& slots) {
+  const int members = chain[0].chain;
+  const int64_t slices = chain[0].slices;
+  const auto t0 = std::chrono::steady_clock::now();
+  struct Member {
+    std::vector<const Literal*> ops;  // a product's operands
+    Literal* out = nullptr;           // a product's result
+    GeneratedCall call;               // a generated kernel's buffers
+    bool bound = true;
+  };
+  std::vector<Member> m(static_cast<size_t>(members));
+  try {
+    for (int i = 0; i < members; ++i) {
+      const Step& st = chain[i];
+      Member& mi = m[static_cast<size_t>(i)];
+      if (st.kind == Step::kGenerated) {
+        mi.bound = BindGenerated(rs, st, slots, /*in_place=*/false, mi.call);
+        continue;
+      }
+      for (int s : st.operands) mi.ops.push_back(slots[static_cast<size_t>(s)].buf.get());
+      bool donated = false;
+      BufferPtr out = Allocate(rs, st.node->result()->type(), donated);
+      if (donated) ++rs.stats.donated_reused;
+      mi.out = out.get();
+      SlotState& r = slots[static_cast<size_t>(st.results[0])];
+      r.buf = std::move(out);
+      r.writable = true;
+      r.donated = donated;
+    }
+  } catch (const Error& e) {
+    throw StepError(chain[0], e);
+  }
+  std::atomic<bool> finite{true};
+  try {
+    ThreadPool::CallLabel chunks(chain[0].chain_label);
+    ThreadPool::Global().ParallelFor(slices, 1, [&](int64_t lo, int64_t hi) {
+      cpu::ProductsOnOneThread alone;
+      for (int i = 0; i < members && finite.load(std::memory_order_relaxed); ++i) {
+        const Step& st = chain[i];
+        const Member& mi = m[static_cast<size_t>(i)];
+        if (st.kind == Step::kGenerated) {
+          const GeneratedKernel& g = *st.generated;
+          const int64_t per = g.elements / slices;
+          if (mi.bound) g.fn(mi.call.in.data(), mi.call.out.data(), lo * per, hi * per);
+        } else if (!cpu::DotItems(*st.node, mi.ops, *mi.out, lo, hi)) {
+          finite.store(false, std::memory_order_relaxed);
+        }
+      }
+    });
+  } catch (const Error& e) {
+    throw StepError(chain[0], e);
+  }
+  if (!finite.load()) {
+    ++rs.stats.chains_rerun;
+    for (int i = 0; i < members; ++i) {
+      const Step& st = chain[i];
+      Member& mi = m[static_cast<size_t>(i)];
+      try {
+        if (st.kind == Step::kGenerated) {
+          if (mi.bound) CallGenerated(*st.generated, mi.call);
+        } else if (!st.kernel.fn(*st.node, mi.ops, *mi.out)) {
+          ++rs.stats.fallback_kernels;
+          const Literal res = std::move(ir::EvaluateNode(*st.node, mi.ops, rs.device.device)[0]);
+          std::memcpy(mi.out->mutable_bytes().data(), res.bytes().data(), res.bytes().size());
+        }
+      } catch (const Error& e) {
+        throw StepError(st, e);
+      }
+    }
+  }
+  int64_t bytes = 0;
+  for (int i = 0; i < members; ++i) {
+    ++rs.stats.kernels_run;
+    ++rs.stats.chained_kernels;
+    Produced(rs, chain[i], slots);
+    if (profile::Enabled()) bytes += StepBytes(chain[i]);
+  }
+  if (!chain[0].chain_label.empty()) {
+    const auto t1 = std::chrono::steady_clock::now();
+    if (profile::Enabled())
+      profile::Record(chain[0].chain_label, std::chrono::duration<double>(t1 - t0).count(), bytes, true);
+    profile::TraceSpan(chain[0].chain_label, t0, t1);
+  }
+}
+
+}  // namespace axle::runtime::internal
