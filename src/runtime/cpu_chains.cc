@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -29,48 +30,77 @@ namespace axle::runtime::internal {
 // scores' product, the softmax and the values' product for them in turn, its slices' data staying
 // in its caches, with one wait at the chain's end instead of one per kernel (a flash-attention
 // schedule made of the kernels we already have: BLAS calls per item and generated row kernels).
+// The same holds for rows: a product whose kernel cuts it into one block of rows per thread (the
+// MLP's and projections' forward products, Note [Product tiles]) gives each thread its rows, and
+// the layer norm, GELU and next product after it read only those rows. So the forward's run from
+// one attention's output projection to the next one's QKV product (projection, layer norm, MLP,
+// layer norm, QKV and its bias) is one chain of two slices: each thread carries its 256 tokens
+// through all of it.
 //
 // Every value a chain member reads from an earlier member is cut the same way: slice s of S is
 // elements [s n / S, (s + 1) n / S) of its n. A product is a member when it makes one BLAS call
 // per batch item anyway (cpu::ChainSlices: batch count S, at least the pool's threads, operands
-// read in place) and reads each earlier member's result with that operand's batch dims leading (so
-// item s reads slice s). A generated kernel is a member when its loop splits into S equal slices
-// and it reads each earlier member's result only in order (GeneratedKernel::input_in_order), and
-// never in place, a copy or a column sum by blocks. A step between members that reads no member's
-// result moves before the chain (the attention's causal mask). A chain has at least one product
-// and one member that reads an earlier one.
+// read in place) and reads each earlier member's result with that operand's batch dims leading,
+// or when its kernel cuts it into S equal blocks of rows, one per thread (cpu::ChainRowSlices),
+// it reads earlier members only as its lhs, stored by rows (cpu::LhsRowsInOrder), and it would
+// not pair (Note [Products side by side]: there it would be one BLAS call, here two). A generated
+// kernel is a member when its loop splits into S equal slices and it reads each earlier member's
+// result only in order (GeneratedKernel::input_in_order), and never in place, a copy or a column
+// sum by blocks. A step between members that reads no member's result moves before the chain (the
+// attention's causal mask). A chain starts at a product and has a member that reads another.
 //
-// Each member computes the same values as kernel by kernel: a product's items are the same BLAS
-// calls, a generated kernel's elements or rows are independent of how the loop is cut. When a
-// product's BLAS block comes out inf or NaN, its kernel recomputes the whole product exactly
-// (Note [BLAS and non-finite values]): the chain then runs again kernel by kernel into the same
-// buffers (no member writes in place, so its inputs are intact), and the bits are those of an
-// unchained run in every case. AXLE_CHAINS=0 turns chains off.
+// Each member computes the same values as kernel by kernel: a product's items or row blocks are
+// the same BLAS calls, a generated kernel's elements or rows are independent of how the loop is
+// cut. When a product's BLAS block comes out inf or NaN, its kernel recomputes the whole product
+// exactly (Note [BLAS and non-finite values]): the chain then runs again kernel by kernel into the
+// same buffers (no member writes in place, so its inputs are intact), and the bits are those of
+// an unchained run in every case. AXLE_CHAINS=0 turns chains off.
+//
+// Measured on GPT-2 small (alternated 300-step runs, `AXLE_CHAINS=1/0`): no change while the two
+// vCPUs share a core complex; when they do not, where every wait between kernels is a cross-complex
+// round trip, 13.78-13.91 against 14.33-14.59 ms with the attention's chains, and 13.59-13.65
+// against 13.69-13.99 ms with the rows' chains added. The work inside did not get cheaper: the
+// 64 x 64 products run at oneDNN's per-call speed and the softmax's 64-wide rows at ~80 ns a row.
 namespace {
 
 bool ReadsAny(const Step& st, const std::unordered_set<int>& slots) {
   return std::any_of(st.operands.begin(), st.operands.end(), [&](int s) { return slots.count(s) > 0; });
 }
 
-// A product that a chain of `slices` slices can run by items.
-bool SliceableProduct(const Step& st, int64_t slices, int threads) {
-  return st.kind == Step::kKernel && st.kernel.fn && !st.kernel.in_place &&
-         cpu::ChainSlices(*st.node, threads) == slices;
+// How a product is cut into `slices` slices: by batch items, by blocks of rows, or not at all.
+enum class Cut { kNone, kItems, kRows };
+Cut ProductCut(const Step& st, int64_t slices, int threads) {
+  if (st.kind != Step::kKernel || !st.kernel.fn || st.kernel.in_place || st.node->op() != OpKind::kDotGeneral)
+    return Cut::kNone;
+  if (cpu::ChainSlices(*st.node, threads) == slices) return Cut::kItems;
+  if (cpu::ChainRowSlices(*st.node, threads) == slices) return Cut::kRows;
+  return Cut::kNone;
 }
 
-// Whether member-to-be `st` reads each of the chain's values (`internal`) by slices.
+// A generated kernel whose loop a chain can cut into `slices` equal slices.
+bool SliceableKernel(const Step& st, int64_t slices) {
+  if (st.kind != Step::kGenerated) return false;
+  const GeneratedKernel& g = *st.generated;
+  return g.fn != nullptr && !g.is_copy && g.row_blocks == 1 && g.elements > 0 && g.elements % slices == 0;
+}
+
+// Whether member-to-be `st` reads each of the chain's values (`internal`) by its slices.
 bool ReadsBySlices(const Step& st, int64_t slices, int threads, const std::unordered_set<int>& internal) {
   if (st.kind == Step::kGenerated) {
-    const GeneratedKernel& g = *st.generated;
-    if (g.fn == nullptr || g.is_copy || g.row_blocks > 1 || g.elements <= 0 || g.elements % slices != 0) return false;
+    if (!SliceableKernel(st, slices)) return false;
     for (size_t j = 0; j < st.operands.size(); ++j)
-      if (internal.count(st.operands[j]) && !g.input_in_order[j]) return false;
+      if (internal.count(st.operands[j]) && !st.generated->input_in_order[j]) return false;
     return true;
   }
-  if (!SliceableProduct(st, slices, threads)) return false;
+  const Cut cut = ProductCut(st, slices, threads);
+  if (cut == Cut::kNone) return false;
   const auto& d = st.node->attrs_as<ir::DotGeneralAttrs>();
   for (size_t j = 0; j < st.operands.size(); ++j) {
     if (!internal.count(st.operands[j])) continue;
+    if (cut == Cut::kRows) {
+      if (j != 0 || !cpu::LhsRowsInOrder(*st.node)) return false;  // block s reads rows s of the lhs
+      continue;
+    }
     const std::vector<int64_t>& batch = j == 0 ? d.lhs_batch : d.rhs_batch;
     for (size_t b = 0; b < batch.size(); ++b)
       if (batch[b] != static_cast<int64_t>(b)) return false;  // batch dims leading, in order
@@ -86,31 +116,49 @@ bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
   bool moved = false;
   std::vector<Step> order;
   order.reserve(steps.size());
+  // A product cut by rows is one BLAS call per block here and one call for the whole product in a
+  // pair (Note [Products side by side]): it joins no chain where it would pair, so that chains
+  // never change a product's calls, nor its bits.
+  auto pairs = [&](size_t j) {
+    return (j > 0 && Pairable(steps[j - 1], steps[j])) || (j + 1 < steps.size() && Pairable(steps[j], steps[j + 1]));
+  };
+  auto member = [&](size_t j, int64_t slices) {
+    const Cut cut = ProductCut(steps[j], slices, threads);
+    return cut == Cut::kItems || (cut == Cut::kRows && !pairs(j));
+  };
   size_t k = 0;
   while (k < steps.size()) {
     const Step& first = steps[k];
-    const int64_t slices = first.kind == Step::kKernel && first.kernel.fn && !first.kernel.in_place
-                               ? cpu::ChainSlices(*first.node, threads)
-                               : 0;
+    // A chain starts at a product, cut by items or by rows.
+    int64_t slices = 0;
+    if (first.kind == Step::kKernel && first.kernel.fn && !first.kernel.in_place &&
+        first.node->op() == OpKind::kDotGeneral) {
+      slices = cpu::ChainSlices(*first.node, threads);
+      if (slices == 0 && !pairs(k)) slices = cpu::ChainRowSlices(*first.node, threads);
+    }
     std::vector<size_t> members = {k}, before;
     std::unordered_set<int> internal(first.results.begin(), first.results.end());
     bool linked = false;  // a member reads an earlier one
+    bool product = first.kind == Step::kKernel;
     for (size_t j = k + 1; slices > 0 && j < steps.size(); ++j) {
       const Step& st = steps[j];
       if (st.kind == Step::kParameter || st.kind == Step::kConstant || st.kind == Step::kForward ||
           st.kind == Step::kCollective)
         break;
       const bool reads = ReadsAny(st, internal);
-      if (!reads && !SliceableProduct(st, slices, threads)) {
+      if (!reads && !member(j, slices)) {
         before.push_back(j);
         continue;
       }
-      if (reads && !ReadsBySlices(st, slices, threads, internal)) break;
+      if (reads && (!ReadsBySlices(st, slices, threads, internal) || (st.kind == Step::kKernel && !member(j, slices))))
+        break;
       linked = linked || reads;
+      product = product || st.kind == Step::kKernel;
       members.push_back(j);
       internal.insert(st.results.begin(), st.results.end());
     }
-    if (!linked) {
+    // A chain needs a product and a member that reads another.
+    if (!linked || !product) {
       order.push_back(std::move(steps[k]));
       ++k;
       continue;
@@ -125,6 +173,7 @@ bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
     for (size_t i = 0; i < members.size(); ++i) {
       Step& st = steps[members[i]];
       st.in_chain = true;
+      st.by_rows = ProductCut(st, slices, threads) == Cut::kRows;
       if (i == 0) {
         st.chain = static_cast<int>(members.size());
         st.slices = slices;
@@ -182,11 +231,21 @@ void CpuExecutable::RunChain(RunState& rs, const Step* chain, std::vector<SlotSt
       for (int i = 0; i < members && finite.load(std::memory_order_relaxed); ++i) {
         const Step& st = chain[i];
         const Member& mi = m[static_cast<size_t>(i)];
+        // AXLE_TRACE: each member's part of the slices, a span on this thread.
+        struct Span {
+          explicit Span(const std::string& l) : label(l), t0(profile::Clock::now()) {}
+          ~Span() { profile::TraceSpan(label, t0, profile::Clock::now()); }
+          const std::string& label;
+          const profile::Clock::time_point t0;
+        };
+        std::optional<Span> span;
+        if (profile::TraceEnabled()) span.emplace(st.label);
         if (st.kind == Step::kGenerated) {
           const GeneratedKernel& g = *st.generated;
           const int64_t per = g.elements / slices;
           if (mi.bound) g.fn(mi.call.in.data(), mi.call.out.data(), lo * per, hi * per);
-        } else if (!cpu::DotItems(*st.node, mi.ops, *mi.out, lo, hi)) {
+        } else if (!(st.by_rows ? cpu::DotRowBlocks(*st.node, mi.ops, *mi.out, lo, hi, static_cast<int>(slices))
+                                : cpu::DotItems(*st.node, mi.ops, *mi.out, lo, hi))) {
           finite.store(false, std::memory_order_relaxed);
         }
       }

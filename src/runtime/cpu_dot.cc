@@ -206,10 +206,32 @@ void Arrange(const Literal& x, const std::vector<int64_t>& batch, const std::vec
 }
 
 
-int64_t Prod(const Literal& x, const std::vector<int64_t>& dims) {
-  int64_t p = 1;
-  for (int64_t d : dims) p *= x.shape().dim(d);
+// A dot_general's dims: the free dims of each operand, and the product as B batches of
+// [M, K] x [K, N].
+struct ProductDims {
+  std::vector<int64_t> lf, rf;
+  int64_t B = 1, M = 1, K = 1, N = 1;
+};
+ProductDims DimsOf(const Node& node) {
+  const auto& d = node.attrs_as<ir::DotGeneralAttrs>();
+  const Shape& ls = node.operand(0)->shape();
+  const Shape& rs = node.operand(1)->shape();
+  ProductDims p;
+  p.lf = ir::DotFreeDims(ls.rank(), d.lhs_batch, d.lhs_contracting);
+  p.rf = ir::DotFreeDims(rs.rank(), d.rhs_batch, d.rhs_contracting);
+  for (int64_t x : d.lhs_batch) p.B *= ls.dim(x);
+  for (int64_t x : p.lf) p.M *= ls.dim(x);
+  for (int64_t x : d.lhs_contracting) p.K *= ls.dim(x);
+  for (int64_t x : p.rf) p.N *= rs.dim(x);
   return p;
+}
+
+// Both operands as batches of row-major matrices: a [B, M, K], b [B, K, N].
+template <typename T>
+void ArrangeOperands(const Node& node, Operands ops, const ProductDims& p, Mat<T>& a, Mat<T>& b) {
+  const auto& d = node.attrs_as<ir::DotGeneralAttrs>();
+  Arrange(*ops[0], d.lhs_batch, p.lf, d.lhs_contracting, a);
+  Arrange(*ops[1], d.rhs_batch, d.rhs_contracting, p.rf, b);
 }
 
 // Whether any of the n elements at p (32- or 64-bit floats, read as bits) is an inf or NaN
@@ -335,13 +357,8 @@ void ExactRows(const Mat<T>& a, const Mat<T>& b, T* c, int64_t M, int64_t N, int
 
 template <typename T>
 bool DotKernelT(const Node& node, Operands ops, Literal& out) {
-  const Literal& lhs = *ops[0];
-  const Literal& rhs = *ops[1];
-  const auto& d = node.attrs_as<ir::DotGeneralAttrs>();
-  const std::vector<int64_t> lf = ir::DotFreeDims(lhs.shape().rank(), d.lhs_batch, d.lhs_contracting);
-  const std::vector<int64_t> rf = ir::DotFreeDims(rhs.shape().rank(), d.rhs_batch, d.rhs_contracting);
-  const int64_t B = Prod(lhs, d.lhs_batch), M = Prod(lhs, lf), K = Prod(lhs, d.lhs_contracting),
-                N = Prod(rhs, rf);
+  const ProductDims dims = DimsOf(node);
+  const int64_t B = dims.B, M = dims.M, K = dims.K, N = dims.N;
   T* c = out.mutable_data<T>();
   if (out.NumElements() == 0) return true;
   if (K == 0) {
@@ -359,8 +376,7 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
   // GPT-2 124M step, 0.15-0.5 s of its ~2.3 s.
   const bool blas = M * N * K >= BlasMinFlops() && std::max({M, N, K}) < (int64_t{1} << 31);
   Mat<T> a, b;
-  Arrange(lhs, d.lhs_batch, lf, d.lhs_contracting, a);   // [B, M, K]
-  Arrange(rhs, d.rhs_batch, d.rhs_contracting, rf, b);   // [B, K, N]
+  ArrangeOperands(node, ops, dims, a, b);
   if (blas) {
     // Note [BLAS threads]: BLAS always runs single-threaded, on our pool's threads.
     SetBlasThreads(1);
@@ -418,12 +434,8 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
 // values]). Only for products ChainSlices accepts: no operand copy, one call per item.
 template <typename T>
 bool DotItemsT(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t hi) {
-  const Literal& lhs = *ops[0];
-  const Literal& rhs = *ops[1];
-  const auto& d = node.attrs_as<ir::DotGeneralAttrs>();
-  const std::vector<int64_t> lf = ir::DotFreeDims(lhs.shape().rank(), d.lhs_batch, d.lhs_contracting);
-  const std::vector<int64_t> rf = ir::DotFreeDims(rhs.shape().rank(), d.rhs_batch, d.rhs_contracting);
-  const int64_t M = Prod(lhs, lf), K = Prod(lhs, d.lhs_contracting), N = Prod(rhs, rf);
+  const ProductDims dims = DimsOf(node);
+  const int64_t M = dims.M, K = dims.K, N = dims.N;
   T* c = out.mutable_data<T>();
   if (M * N == 0) return true;
   if (K == 0) {
@@ -431,8 +443,7 @@ bool DotItemsT(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t
     return true;
   }
   Mat<T> a, b;
-  Arrange(lhs, d.lhs_batch, lf, d.lhs_contracting, a);
-  Arrange(rhs, d.rhs_batch, d.rhs_contracting, rf, b);
+  ArrangeOperands(node, ops, dims, a, b);
   if (M * N * K >= BlasMinFlops() && std::max({M, N, K}) < (int64_t{1} << 31)) {
     SetBlasThreads(1);
     const BlasLibrary& lib = Blas();
@@ -462,30 +473,82 @@ KernelChoice SelectDotKernel(const Node& node) {
   return c;
 }
 
+namespace {
+// Whether DotKernelT reads both operands of the product in place (Arrange makes no copy).
+bool ReadInPlace(const Node& node, const ProductDims& p) {
+  const auto& d = node.attrs_as<ir::DotGeneralAttrs>();
+  bool trans = false;
+  int64_t s1 = 1, s2 = 1;
+  return InPlaceLayout(node.operand(0)->shape(), p.lf, d.lhs_contracting, &trans, &s1, &s2) &&
+         InPlaceLayout(node.operand(1)->shape(), d.rhs_contracting, p.rf, &trans, &s1, &s2);
+}
+}  // namespace
+
 int64_t ChainSlices(const Node& node, int threads) {
   if (node.op() != ir::OpKind::kDotGeneral) return 0;
   const DType t = node.result()->dtype();
   if (t != DType::kF32 && t != DType::kF64) return 0;
-  const auto& d = node.attrs_as<ir::DotGeneralAttrs>();
-  const Shape& ls = node.operand(0)->shape();
-  const Shape& rs = node.operand(1)->shape();
-  const std::vector<int64_t> lf = ir::DotFreeDims(ls.rank(), d.lhs_batch, d.lhs_contracting);
-  const std::vector<int64_t> rf = ir::DotFreeDims(rs.rank(), d.rhs_batch, d.rhs_contracting);
-  int64_t B = 1;
-  for (int64_t x : d.lhs_batch) B *= ls.dim(x);
+  const ProductDims p = DimsOf(node);
   // One call per item in DotKernelT too (B >= threads), so a sliced run makes the same calls.
-  if (B < 2 || B < threads) return 0;
-  bool trans = false;
-  int64_t s1 = 1, s2 = 1;
-  if (!InPlaceLayout(ls, lf, d.lhs_contracting, &trans, &s1, &s2) ||
-      !InPlaceLayout(rs, d.rhs_contracting, rf, &trans, &s1, &s2))
-    return 0;
-  return B;
+  if (p.B < 2 || p.B < threads || !ReadInPlace(node, p)) return 0;
+  return p.B;
 }
 
 bool DotItems(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t hi) {
   if (node.result()->dtype() == DType::kF64) return DotItemsT<double>(node, ops, out, lo, hi);
   return DotItemsT<float>(node, ops, out, lo, hi);
+}
+
+int64_t ChainRowSlices(const Node& node, int threads) {
+  if (node.op() != ir::OpKind::kDotGeneral || threads < 2) return 0;
+  const DType t = node.result()->dtype();
+  if (t != DType::kF32 && t != DType::kF64) return 0;
+  if (!node.attrs_as<ir::DotGeneralAttrs>().lhs_batch.empty()) return 0;
+  const ProductDims p = DimsOf(node);
+  const int64_t M = p.M, N = p.N, K = p.K;
+  // DotKernelT's tile path, one block of rows per thread, the blocks equal (so block s is rows
+  // [s M / threads, (s + 1) M / threads)), through BLAS.
+  if (M * N * K < kSplitMacs || M * N * K < BlasMinFlops() || std::max({M, N, K}) >= (int64_t{1} << 31)) return 0;
+  const DotTiles tiles = DotTiling(M, N, K, threads);
+  if (tiles.rows != threads || tiles.cols != 1 || tiles.row_extent * threads != M) return 0;
+  return ReadInPlace(node, p) ? threads : 0;
+}
+
+bool LhsRowsInOrder(const Node& node) {
+  const auto& d = node.attrs_as<ir::DotGeneralAttrs>();
+  if (!d.lhs_batch.empty()) return false;
+  std::vector<int64_t> order = DimsOf(node).lf;  // free dims first, in order, then the contracting dims
+  order.insert(order.end(), d.lhs_contracting.begin(), d.lhs_contracting.end());
+  for (size_t k = 0; k < order.size(); ++k)
+    if (order[k] != static_cast<int64_t>(k)) return false;
+  return true;
+}
+
+// Row block `slice` of the tile path's blocks, as DotKernelT computes it; false when BLAS left an
+// inf or NaN in it.
+template <typename T>
+bool DotRowBlockT(const Node& node, Operands ops, Literal& out, int64_t slice, int threads) {
+  const ProductDims dims = DimsOf(node);
+  const int64_t M = dims.M, K = dims.K, N = dims.N;
+  Mat<T> a, b;
+  ArrangeOperands(node, ops, dims, a, b);
+  SetBlasThreads(1);
+  const DotTiles tiles = DotTiling(M, N, K, threads);
+  const int64_t r0 = std::min(M, slice * tiles.row_extent), r1 = std::min(M, r0 + tiles.row_extent);
+  if (r0 >= r1) return true;
+  const T* ab = a.at(0);
+  T* c = out.mutable_data<T>();
+  Gemm(Blas(), a.trans, b.trans, r1 - r0, N, K, a.trans ? ab + r0 : ab + r0 * a.ld, a.ld, b.at(0), b.ld, c + r0 * N, N);
+  return BlockFinite(c + r0 * N, r1 - r0, N, N);
+}
+
+bool DotRowBlocks(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t hi, int threads) {
+  for (int64_t s = lo; s < hi; ++s) {
+    const bool ok = node.result()->dtype() == DType::kF64 ? DotRowBlockT<double>(node, ops, out, s, threads)
+                                                          : DotRowBlockT<float>(node, ops, out, s, threads);
+    if (!ok) return false;
+  }
+  return true;
 }
 
 KernelChoice SelectKernel(const Node& node) {

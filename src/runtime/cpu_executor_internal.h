@@ -49,6 +49,7 @@ struct Step {
   int chain = 0;
   int64_t slices = 0;
   bool in_chain = false;
+  bool by_rows = false;  // a product of a chain cut into blocks of rows (else into batch items)
   std::string label;        // AXLE_PROFILE only
   std::string chain_label;  // AXLE_PROFILE only: on a chain's first step, the chain's label
 };
@@ -156,5 +157,7 @@ class CpuExecutable final : public Executable {
 
 // Note [Products side by side] (cpu_pairs.cc): marks the pairs on a two-thread pool.
 void MarkPairs(std::vector<Step>& steps);
+// Whether MarkPairs would pair consecutive steps a and b.
+bool Pairable(const Step& a, const Step& b);
 
 }  // namespace axle::runtime::internal

@@ -58,6 +58,16 @@ int64_t ChainSlices(const ir::Node& node, int threads);
 // Items [lo, hi) of such a product on this thread, as DotKernel computes them; false when a BLAS
 // result was inf or NaN (then DotKernel must compute the whole product).
 bool DotItems(const ir::Node& node, Operands ops, ir::Literal& out, int64_t lo, int64_t hi);
+// A product without batch dims whose kernel cuts it into one block of rows per thread, equal
+// blocks, through BLAS (DotTiling), both operands read in place: `threads` (its slices are those
+// blocks); 0 otherwise.
+int64_t ChainRowSlices(const ir::Node& node, int threads);
+// Whether the lhs of a product without batch dims is stored [free dims..., contracting dims...]
+// in order, so that row block s of the result reads only row block s of it.
+bool LhsRowsInOrder(const ir::Node& node);
+// Row blocks [lo, hi) of such a product, each the BLAS call DotKernel makes for it; false when a
+// result was inf or NaN.
+bool DotRowBlocks(const ir::Node& node, Operands ops, ir::Literal& out, int64_t lo, int64_t hi, int threads);
 
 // Note [Products side by side] (cpu_pairs.cc): while one of these lives on a thread, the
 // products that thread runs are one BLAS call per batch item on that thread: no tiles, no pool.

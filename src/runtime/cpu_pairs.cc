@@ -41,25 +41,26 @@ int64_t ProductMacs(const Node& n) {
 
 }  // namespace
 
-void MarkPairs(std::vector<Step>& steps) {
-  if (ThreadPool::Global().num_threads() != 2) return;
+bool Pairable(const Step& a, const Step& b) {
+  if (ThreadPool::Global().num_threads() != 2) return false;
   auto product = [](const Step& st) {
     return st.kind == Step::kKernel && !st.in_chain && st.kernel.fn && !st.kernel.in_place &&
            st.node->op() == OpKind::kDotGeneral &&
            ProductMacs(*st.node) >= kPairMacs && st.node->result()->shape().NumElements() <= kPairResultElements;
   };
+  if (!product(a) || !product(b)) return false;
+  const int64_t ma = ProductMacs(*a.node), mb = ProductMacs(*b.node);
+  if (std::max(ma, mb) > 2 * std::min(ma, mb)) return false;
+  return std::none_of(b.operands.begin(), b.operands.end(), [&](int s) {
+    return std::find(a.results.begin(), a.results.end(), s) != a.results.end();
+  });
+}
+
+void MarkPairs(std::vector<Step>& steps) {
   for (size_t k = 0; k + 1 < steps.size(); ++k) {
-    Step& a = steps[k];
-    const Step& b = steps[k + 1];
-    if (!product(a) || !product(b)) continue;
-    const int64_t ma = ProductMacs(*a.node), mb = ProductMacs(*b.node);
-    if (std::max(ma, mb) > 2 * std::min(ma, mb)) continue;
-    const bool reads_a = std::any_of(b.operands.begin(), b.operands.end(), [&](int s) {
-      return std::find(a.results.begin(), a.results.end(), s) != a.results.end();
-    });
-    if (reads_a) continue;
-    a.pair_next = true;
-    ++k;  // b is taken
+    if (!Pairable(steps[k], steps[k + 1])) continue;
+    steps[k].pair_next = true;
+    ++k;  // the second is taken
   }
 }
 

@@ -98,46 +98,12 @@ TEST(CompiledExecutorTest, SharedArgumentsAreNeverWritten) {
   for (size_t k = 0; k < 3; ++k) EXPECT_NE(got[k]->bytes().data(), held[k]->bytes().data());
 }
 
-// Note [Batch-sliced chains] (cpu_chains.cc): attention's scores product, softmax rows and values
-// product run as one chain, slice by slice of the (batch, head) pairs, with the causal-style mask
-// kernel between them moved before it; the bits are those of running them kernel by kernel
-// (AXLE_CHAINS=0), also when a BLAS result is inf and the chain runs again kernel by kernel.
-constexpr const char* kAttention = R"(module @attention {
-  func @main {
-    %q = parameter() {index=0} : f32[2,32,4,32]
-    %k = parameter() {index=1} : f32[2,32,4,32]
-    %v = parameter() {index=2} : f32[2,32,4,32]
-    %s = dot_general(%q, %k) {lhs_batch=[0,2], rhs_batch=[0,2], lhs_contracting=[3], rhs_contracting=[3]} : f32[2,4,32,32]
-    %i = iota() {dim=0} : i32[32,32]
-    %j = iota() {dim=1} : i32[32,32]
-    %future = compare(%j, %i) {dir=gt} : bool[32,32]
-    %fb = broadcast_in_dim(%future) {dims=[2,3]} : bool[2,4,32,32]
-    %c = constant() {value=0.25} : f32[]
-    %cs = broadcast_in_dim(%c) {dims=[]} : f32[2,4,32,32]
-    %lo = constant() {value=-1e30} : f32[]
-    %los = broadcast_in_dim(%lo) {dims=[]} : f32[2,4,32,32]
-    %ss = mul(%s, %cs) : f32[2,4,32,32]
-    %sm = select(%fb, %los, %ss) : f32[2,4,32,32]
-    %mx = reduce(%sm) {kind=max, dims=[3]} : f32[2,4,32]
-    %mxb = broadcast_in_dim(%mx) {dims=[0,1,2]} : f32[2,4,32,32]
-    %d = sub(%sm, %mxb) : f32[2,4,32,32]
-    %e = exp(%d) : f32[2,4,32,32]
-    %su = reduce(%e) {kind=sum, dims=[3]} : f32[2,4,32]
-    %sub = broadcast_in_dim(%su) {dims=[0,1,2]} : f32[2,4,32,32]
-    %p = div(%e, %sub) : f32[2,4,32,32]
-    %o = dot_general(%p, %v) {lhs_batch=[0,1], rhs_batch=[0,2], lhs_contracting=[3], rhs_contracting=[1]} : f32[2,4,32,32]
-    return %o, %p
-  }
-})";
-
-TEST(CompiledExecutorTest, AttentionRunsAsBatchSlicedChains) {
-  if (ThreadPool::Global().num_threads() < 2) GTEST_SKIP() << "chains are formed on a pool of two threads or more";
-  auto m = ir::ParseModule(kAttention);
-  std::vector<ir::Literal> args;
-  for (uint64_t s = 0; s < 3; ++s) args.push_back(RandomLiteral(DType::kF32, {2, 32, 4, 32}, 60 + s));
-  std::vector<ir::Literal> with_inf = args;
-  with_inf[0].SetDouble(5 * 128 + 33, INFINITY);  // q[0, 5, 1, 1]: a row of one head's scores goes inf
-  // (32 x 32 x 32 products: through BLAS, Note [BLAS and non-finite values])
+// Note [Batch-sliced chains] (cpu_chains.cc): runs `text` with chains and kernel by kernel (for
+// `args` and for `args` with one inf), and checks that the chained run ran `chained` kernels in
+// chains, that both runs have the same bits, and that they are the interpreter's within 1e-4.
+void ExpectChainsKeepTheBits(const std::string& text, const std::vector<ir::Literal>& args, int64_t inf_at,
+                             int64_t chained, const std::string& what) {
+  auto m = ir::ParseModule(text);
   const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
   auto run = [&](bool chains, const std::vector<ir::Literal>& in, ExecuteStats* stats) {
     const bool before = flags::chains();
@@ -148,25 +114,114 @@ TEST(CompiledExecutorTest, AttentionRunsAsBatchSlicedChains) {
     *stats = exe->last_stats();
     return got;
   };
-  ExecuteStats chained, plain;
-  const std::vector<BufferPtr> got = run(true, args, &chained);
-  const std::vector<BufferPtr> ref = run(false, args, &plain);
-  EXPECT_EQ(chained.chained_kernels, 3);  // scores, softmax rows, values; the mask runs before
-  EXPECT_EQ(chained.chains_rerun, 0);
-  EXPECT_EQ(plain.chained_kernels, 0);
-  ASSERT_EQ(got.size(), 2u);
+  ExecuteStats with, without;
+  const std::vector<BufferPtr> got = run(true, args, &with);
+  const std::vector<BufferPtr> ref = run(false, args, &without);
+  EXPECT_EQ(with.chained_kernels, chained) << what;
+  EXPECT_EQ(with.chains_rerun, 0) << what;
+  EXPECT_EQ(without.chained_kernels, 0) << what;
+  ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t r = 0; r < got.size(); ++r) {
-    EXPECT_TRUE(testutil::SameBits(*ref[r], *got[r])) << "result " << r << " differs from the unchained run";
+    EXPECT_TRUE(testutil::SameBits(*ref[r], *got[r])) << what << ": result " << r << " differs from the unchained run";
     for (int64_t i = 0; i < want[r]->NumElements(); ++i)
       ASSERT_NEAR(got[r]->GetDouble(i), want[r]->GetDouble(i), 1e-4 * (1 + std::abs(want[r]->GetDouble(i))))
-          << "result " << r << " element " << i;
+          << what << ": result " << r << " element " << i;
   }
-  // An inf operand: the scores' BLAS block is not finite, the product is recomputed exactly.
-  const std::vector<BufferPtr> got_inf = run(true, with_inf, &chained);
-  const std::vector<BufferPtr> ref_inf = run(false, with_inf, &plain);
-  EXPECT_EQ(chained.chains_rerun, 1);
+  // An inf operand: a product's BLAS block is not finite, the product is recomputed exactly and
+  // the chain runs again kernel by kernel.
+  std::vector<ir::Literal> with_inf = args;
+  with_inf[0].SetDouble(inf_at, INFINITY);
+  const std::vector<BufferPtr> got_inf = run(true, with_inf, &with);
+  const std::vector<BufferPtr> ref_inf = run(false, with_inf, &without);
+  EXPECT_EQ(with.chains_rerun, 1) << what;
   for (size_t r = 0; r < got_inf.size(); ++r)
-    EXPECT_TRUE(testutil::SameBits(*ref_inf[r], *got_inf[r])) << "result " << r << " with an inf operand";
+    EXPECT_TRUE(testutil::SameBits(*ref_inf[r], *got_inf[r])) << what << ": result " << r << " with an inf operand";
+}
+
+// Attention's scores product, causally masked softmax rows and values product run as one chain,
+// slice by slice of the (batch, head) pairs, with the mask kernel between them moved before it.
+// Shapes and the scores' elementwise op vary; the products are at least 32^3 (through BLAS).
+TEST(CompiledExecutorTest, AttentionRunsAsBatchSlicedChains) {
+  if (ThreadPool::Global().num_threads() < 2) GTEST_SKIP() << "chains are formed on a pool of two threads or more";
+  struct Case {
+    int64_t B, T, H, D;
+    const char* op;  // applied to the scaled scores before the mask
+  };
+  for (const Case& c : {Case{2, 32, 4, 32, "tanh"}, Case{3, 32, 2, 48, "negate"}, Case{2, 64, 2, 32, "abs"},
+                        Case{1, 48, 4, 32, "none"}}) {
+    const std::string q = fmt::format("f32[{},{},{},{}]", c.B, c.T, c.H, c.D);
+    const std::string st = fmt::format("[{},{},{},{}]", c.B, c.H, c.T, c.T);
+    const std::string row = fmt::format("[{},{},{}]", c.B, c.H, c.T);
+    const std::string op = std::string(c.op) == "none" ? "" : std::string(c.op) == "negate" ? "neg" : c.op;
+    std::string text = fmt::format(R"(module @attention {{
+  func @main {{
+    %q = parameter() {{index=0}} : {0}
+    %k = parameter() {{index=1}} : {0}
+    %v = parameter() {{index=2}} : {0}
+    %s = dot_general(%q, %k) {{lhs_batch=[0,2], rhs_batch=[0,2], lhs_contracting=[3], rhs_contracting=[3]}} : f32{1}
+    %i = iota() {{dim=0}} : i32[{3},{3}]
+    %j = iota() {{dim=1}} : i32[{3},{3}]
+    %future = compare(%j, %i) {{dir=gt}} : bool[{3},{3}]
+    %fb = broadcast_in_dim(%future) {{dims=[2,3]}} : bool{1}
+    %c = constant() {{value=0.25}} : f32[]
+    %cs = broadcast_in_dim(%c) {{dims=[]}} : f32{1}
+    %lo = constant() {{value=-1e30}} : f32[]
+    %los = broadcast_in_dim(%lo) {{dims=[]}} : f32{1}
+    %ss0 = mul(%s, %cs) : f32{1}
+)",
+                                   q, st, row, c.T);
+    text += op.empty() ? "    %ss = add(%ss0, %ss0) : f32" + st + "\n" : "    %ss = " + op + "(%ss0) : f32" + st + "\n";
+    text += fmt::format(R"(    %sm = select(%fb, %los, %ss) : f32{0}
+    %mx = reduce(%sm) {{kind=max, dims=[3]}} : f32{1}
+    %mxb = broadcast_in_dim(%mx) {{dims=[0,1,2]}} : f32{0}
+    %d = sub(%sm, %mxb) : f32{0}
+    %e = exp(%d) : f32{0}
+    %su = reduce(%e) {{kind=sum, dims=[3]}} : f32{1}
+    %sub = broadcast_in_dim(%su) {{dims=[0,1,2]}} : f32{0}
+    %p = div(%e, %sub) : f32{0}
+    %o = dot_general(%p, %v) {{lhs_batch=[0,1], rhs_batch=[0,2], lhs_contracting=[3], rhs_contracting=[1]}} : f32[{2},{3},{4},{5}]
+    return %o, %p
+  }}
+}})",
+                        st, row, c.B, c.H, c.T, c.D);
+    std::vector<ir::Literal> args;
+    for (uint64_t s = 0; s < 3; ++s) args.push_back(RandomLiteral(DType::kF32, {c.B, c.T, c.H, c.D}, 60 + s));
+    const int64_t inf_at = ((0 * c.T + 5) * c.H + 1) * c.D + 1;  // q[0, 5, 1, 1]
+    ExpectChainsKeepTheBits(text, args, inf_at, /*chained=*/3,
+                            fmt::format("B {} T {} H {} D {} {}", c.B, c.T, c.H, c.D, c.op));
+    if (HasFatalFailure()) return;
+  }
+}
+
+// An MLP's products, cut into one block of rows per thread as their kernel cuts them, and the
+// elementwise kernel between them run as one chain of row blocks.
+TEST(CompiledExecutorTest, AnMlpRunsAsAChainOfRowBlocks) {
+  if (ThreadPool::Global().num_threads() != 2) GTEST_SKIP() << "row blocks are cut for a two-thread pool here";
+  struct Case {
+    int64_t M, K, N;
+    const char* op;
+  };
+  for (const Case& c : {Case{256, 128, 256, "tanh"}, Case{512, 64, 128, "exp"}, Case{256, 512, 128, "abs"}}) {
+    const std::string text = fmt::format(R"(module @mlp {{
+  func @main {{
+    %x = parameter() {{index=0}} : f32[{0},{1}]
+    %w1 = parameter() {{index=1}} : f32[{1},{2}]
+    %w2 = parameter() {{index=2}} : f32[{2},{1}]
+    %h = dot_general(%x, %w1) {{lhs_batch=[], rhs_batch=[], lhs_contracting=[1], rhs_contracting=[0]}} : f32[{0},{2}]
+    %t = {3}(%h) : f32[{0},{2}]
+    %y = dot_general(%t, %w2) {{lhs_batch=[], rhs_batch=[], lhs_contracting=[1], rhs_contracting=[0]}} : f32[{0},{1}]
+    return %y, %t
+  }}
+}})",
+                                         c.M, c.K, c.N, c.op);
+    std::vector<ir::Literal> args = {RandomLiteral(DType::kF32, {c.M, c.K}, 70),
+                                     RandomLiteral(DType::kF32, {c.K, c.N}, 71),
+                                     RandomLiteral(DType::kF32, {c.N, c.K}, 72)};
+    for (int64_t i = 0; i < args[1].NumElements(); ++i) args[1].SetDouble(i, args[1].GetDouble(i) * 0.1);
+    const int64_t inf_at = (c.M - 7) * c.K + 3;  // a row of the second block
+    ExpectChainsKeepTheBits(text, args, inf_at, /*chained=*/3, fmt::format("M {} K {} N {} {}", c.M, c.K, c.N, c.op));
+    if (HasFatalFailure()) return;
+  }
 }
 
 // Note [Products side by side] (cpu_pairs.cc): a linear layer's two gradient products (dx and
@@ -337,7 +392,9 @@ TEST(CompiledExecutorTest, FollowersOfRandomChainsKeepTheirValues) {
       EXPECT_EQ(stats.products_paired, 2) << "run " << run;
       if (run == 0) kernels = stats.kernels_run;
       EXPECT_EQ(stats.kernels_run, kernels) << "run " << run;
-      if (inline_run) EXPECT_GE(stats.followers_beside_pairs, 1);
+      if (inline_run) {
+        EXPECT_GE(stats.followers_beside_pairs, 1);
+      }
       ASSERT_EQ(got.size(), want.size());
       for (size_t k = 0; k < want.size(); ++k) {
         for (int64_t i = 0; i < want[k]->NumElements(); ++i)

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "core/flags.h"
 #include "ir/parser.h"
 #include "runtime/backend.h"
 #include "runtime/compiled_backend.h"
@@ -85,35 +86,54 @@ TEST(TraceTest, SpansAreChromeTraceEventsOnTheirThreads) {
 }
 
 // A compiled run: one span for the run, one per kernel on the executing thread, and (with a pool
-// of two) chunks of the split loop on the pool's worker, under the kernel's label.
+// of two) chunks of the split loop on the pool's worker, under the kernel's label. Kernel by
+// kernel: with chains (Note [Batch-sliced chains]) the product and the loop after it are one
+// chain, whose span is the executing thread's and whose members' spans are on the threads that
+// ran their slices.
 TEST(TraceTest, ACompiledRunHasItsKernelsAndThePoolsChunks) {
-  TraceOn on;
-  auto m = ir::ParseModule(R"(module @traced {
-  func @main {
-    %x = parameter() {index=0} : f32[512,256]
-    %w = parameter() {index=1} : f32[256,256]
-    %d = dot_general(%x, %w) {lhs_batch=[], rhs_batch=[], lhs_contracting=[1], rhs_contracting=[0]} : f32[512,256]
-    %e = exp(%d) : f32[512,256]
-    %s = add(%e, %x) : f32[512,256]
-    return %s
+  struct Restore {
+    bool chains = flags::chains();
+    ~Restore() { flags::set_chains(chains); }
+  } restore;
+  for (bool chained : {false, true}) {
+    flags::set_chains(chained);
+    TraceOn on;
+    auto m = ir::ParseModule(R"(module @traced {
+    func @main {
+      %x = parameter() {index=0} : f32[512,256]
+      %w = parameter() {index=1} : f32[256,256]
+      %d = dot_general(%x, %w) {lhs_batch=[], rhs_batch=[], lhs_contracting=[1], rhs_contracting=[0]} : f32[512,256]
+      %e = exp(%d) : f32[512,256]
+      %s = add(%e, %x) : f32[512,256]
+      return %s
+    }
+  })");
+    std::unique_ptr<Backend> compiled = NewCompiledBackend(nullptr);  // no disk cache in this binary
+    auto exe = compiled->Compile(*m);
+    std::vector<BufferPtr> args = {std::make_shared<ir::Literal>(ir::TensorType(DType::kF32, Shape{512, 256})),
+                                   std::make_shared<ir::Literal>(ir::TensorType(DType::kF32, Shape{256, 256}))};
+    exe->Execute(args);
+    const auto spans = SpansByName(nlohmann::json::parse(TraceJson()));
+    ASSERT_EQ(spans.count("run @traced (compiled)"), 1u);
+    const std::string exec_thread = *spans.at("run @traced (compiled)").begin();
+    const std::string dot = "dot_general f32[512,256], f32[256,256] -> f32[512,256]";
+    ASSERT_EQ(spans.count(dot), 1u);
+    std::string fused, chain;
+    for (const auto& [name, threads] : spans) {
+      if (name.rfind("fused{", 0) == 0) fused = name;
+      if (name.rfind("chain/", 0) == 0) chain = name;
+    }
+    ASSERT_FALSE(fused.empty());
+    if (!chained || ThreadPool::Global().num_threads() < 2) {
+      EXPECT_TRUE(spans.at(dot).count(exec_thread));
+      EXPECT_TRUE(spans.at(fused).count(exec_thread));
+    } else {
+      ASSERT_FALSE(chain.empty());
+      EXPECT_TRUE(spans.at(chain).count(exec_thread));
+      EXPECT_NE(chain.find(dot), std::string::npos) << chain;
+      EXPECT_NE(chain.find(fused), std::string::npos) << chain;
+    }
   }
-})");
-  std::unique_ptr<Backend> compiled = NewCompiledBackend(nullptr);  // no disk cache in this binary
-  auto exe = compiled->Compile(*m);
-  std::vector<BufferPtr> args = {std::make_shared<ir::Literal>(ir::TensorType(DType::kF32, Shape{512, 256})),
-                                 std::make_shared<ir::Literal>(ir::TensorType(DType::kF32, Shape{256, 256}))};
-  exe->Execute(args);
-  const auto spans = SpansByName(nlohmann::json::parse(TraceJson()));
-  ASSERT_EQ(spans.count("run @traced (compiled)"), 1u);
-  const std::string exec_thread = *spans.at("run @traced (compiled)").begin();
-  const std::string dot = "dot_general f32[512,256], f32[256,256] -> f32[512,256]";
-  ASSERT_EQ(spans.count(dot), 1u);
-  EXPECT_TRUE(spans.at(dot).count(exec_thread));
-  std::string fused;
-  for (const auto& [name, threads] : spans)
-    if (name.rfind("fused{", 0) == 0) fused = name;
-  ASSERT_FALSE(fused.empty());
-  EXPECT_TRUE(spans.at(fused).count(exec_thread));
 }
 
 // A worker's chunks carry the label of the caller's CallLabel; without one they are not recorded.
