@@ -42,12 +42,14 @@ namespace axle::runtime::internal {
 // per batch item anyway (cpu::ChainSlices: batch count S, at least the pool's threads, operands
 // read in place) and reads each earlier member's result with that operand's batch dims leading,
 // or when its kernel cuts it into S equal blocks of rows, one per thread (cpu::ChainRowSlices),
-// it reads earlier members only as its lhs, stored by rows (cpu::LhsRowsInOrder), and it would
-// not pair (Note [Products side by side]: there it would be one BLAS call, here two). A generated
-// kernel is a member when its loop splits into S equal slices and it reads each earlier member's
-// result only in order (GeneratedKernel::input_in_order), and never in place, a copy or a column
-// sum by blocks. A step between members that reads no member's result moves before the chain (the
-// attention's causal mask). A chain starts at a product and has a member that reads another.
+// it reads earlier members only as its lhs, stored by rows (cpu::LhsRowsInOrder), and it is not
+// in a pair (Note [Products side by side]: there it is one BLAS call, here one per block). A
+// product cut by items may leave a pair whose other product is cut by items too (its calls are
+// the same either way). A generated kernel is a member when its loop splits into S equal slices
+// and it reads each earlier member's result only in order (GeneratedKernel::input_in_order), and
+// never in place, a copy or a column sum by blocks. A kernel between members that reads no
+// member's result and is not a product moves before the chain (the attention's causal mask). A
+// chain starts at a product and has a member that reads another.
 //
 // Each member computes the same values as kernel by kernel: a product's items or row blocks are
 // the same BLAS calls, a generated kernel's elements or rows are independent of how the loop is
@@ -113,33 +115,40 @@ bool ReadsBySlices(const Step& st, int64_t slices, int threads, const std::unord
 bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
   const int threads = ThreadPool::Global().num_threads();
   if (threads < 2 || !flags::chains()) return false;
-  bool moved = false;
-  std::vector<Step> order;
-  order.reserve(steps.size());
-  // A product cut by rows is one BLAS call per block here and one call for the whole product in a
-  // pair (Note [Products side by side]): it joins no chain where it would pair, so that chains
-  // never change a product's calls, nor its bits.
-  auto pairs = [&](size_t j) {
-    return (j > 0 && Pairable(steps[j - 1], steps[j])) || (j + 1 < steps.size() && Pairable(steps[j], steps[j + 1]));
+  // Pairs are marked first (Note [Products side by side]); a chain keeps every product's calls as
+  // they are without it. A product in a pair is whole on one thread: one BLAS call per batch item,
+  // the same calls as when it is cut by items (at least `threads` items) and not those of row
+  // blocks. So a product joins a chain cut by items when it is unpaired or its partner would make
+  // the same calls unpaired (cut by items too), and the pair is undone; cut by rows only when it is
+  // unpaired. Only generated kernels and non-product kernels move before a chain, so no pair is
+  // split or formed by the new order.
+  auto partner = [&](size_t j) -> int64_t {
+    if (steps[j].pair_next) return static_cast<int64_t>(j + 1);
+    if (j > 0 && steps[j - 1].pair_next) return static_cast<int64_t>(j - 1);
+    return -1;
   };
   auto member = [&](size_t j, int64_t slices) {
     const Cut cut = ProductCut(steps[j], slices, threads);
-    return cut == Cut::kItems || (cut == Cut::kRows && !pairs(j));
+    const int64_t p = partner(j);
+    if (cut == Cut::kRows) return p < 0;
+    return cut == Cut::kItems && (p < 0 || cpu::ChainSlices(*steps[static_cast<size_t>(p)].node, threads) > 0);
   };
+  auto is_product = [](const Step& st) { return st.kind == Step::kKernel && st.node->op() == OpKind::kDotGeneral; };
+  // First the chains, on the plan as it is: members marked, their pairs undone; then the order.
+  std::vector<std::vector<size_t>> hoisted_before(steps.size());  // steps that move before position k
   size_t k = 0;
   while (k < steps.size()) {
     const Step& first = steps[k];
     // A chain starts at a product, cut by items or by rows.
     int64_t slices = 0;
-    if (first.kind == Step::kKernel && first.kernel.fn && !first.kernel.in_place &&
-        first.node->op() == OpKind::kDotGeneral) {
+    if (is_product(first) && first.kernel.fn && !first.kernel.in_place) {
       slices = cpu::ChainSlices(*first.node, threads);
-      if (slices == 0 && !pairs(k)) slices = cpu::ChainRowSlices(*first.node, threads);
+      if (slices == 0) slices = cpu::ChainRowSlices(*first.node, threads);
+      if (slices > 0 && !member(k, slices)) slices = 0;
     }
     std::vector<size_t> members = {k}, before;
     std::unordered_set<int> internal(first.results.begin(), first.results.end());
     bool linked = false;  // a member reads an earlier one
-    bool product = first.kind == Step::kKernel;
     for (size_t j = k + 1; slices > 0 && j < steps.size(); ++j) {
       const Step& st = steps[j];
       if (st.kind == Step::kParameter || st.kind == Step::kConstant || st.kind == Step::kForward ||
@@ -147,31 +156,28 @@ bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
         break;
       const bool reads = ReadsAny(st, internal);
       if (!reads && !member(j, slices)) {
+        if (is_product(st)) break;  // products keep their place (and their pairs)
         before.push_back(j);
         continue;
       }
       if (reads && (!ReadsBySlices(st, slices, threads, internal) || (st.kind == Step::kKernel && !member(j, slices))))
         break;
       linked = linked || reads;
-      product = product || st.kind == Step::kKernel;
       members.push_back(j);
       internal.insert(st.results.begin(), st.results.end());
     }
-    // A chain needs a product and a member that reads another.
-    if (!linked || !product) {
-      order.push_back(std::move(steps[k]));
+    if (!linked) {  // a chain needs a member that reads another
       ++k;
       continue;
     }
     const size_t last = members.back();
     for (size_t b : before)
-      if (b < last) {
-        order.push_back(std::move(steps[b]));
-        moved = true;
-      }
+      if (b < last) hoisted_before[k].push_back(b);
     std::string label;
     for (size_t i = 0; i < members.size(); ++i) {
-      Step& st = steps[members[i]];
+      const size_t j = members[i];
+      if (const int64_t p = partner(j); p >= 0) steps[std::min(j, static_cast<size_t>(p))].pair_next = false;
+      Step& st = steps[j];
       st.in_chain = true;
       st.by_rows = ProductCut(st, slices, threads) == Cut::kRows;
       if (i == 0) {
@@ -181,8 +187,19 @@ bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
       if (profile::Labeling()) label += (i ? "; " : "") + st.label;
     }
     if (profile::Labeling()) steps[k].chain_label = fmt::format("chain/{}{{{}}}", slices, label);
-    for (size_t m : members) order.push_back(std::move(steps[m]));
-    k = last + 1;  // the steps after the chain's last member that were not moved stay after it
+    k = last + 1;  // the steps after the chain's last member that did not move stay after it
+  }
+  bool moved = false;
+  std::vector<bool> taken(steps.size(), false);
+  std::vector<Step> order;
+  order.reserve(steps.size());
+  for (size_t p = 0; p < steps.size(); ++p) {
+    for (size_t b : hoisted_before[p]) {
+      order.push_back(std::move(steps[b]));
+      taken[b] = true;
+      moved = true;
+    }
+    if (!taken[p]) order.push_back(std::move(steps[p]));
   }
   steps = std::move(order);
   return moved;

@@ -217,8 +217,8 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
     for (size_t p = 0; p < steps_.size(); ++p)
       for (int s : steps_[p].operands) last_use[static_cast<size_t>(s)] = std::max(last_use[static_cast<size_t>(s)], p);
   };
-  if (MarkChains(steps_)) recount();
   MarkPairs(steps_);
+  if (MarkChains(steps_)) recount();
   if (HoistBesidePairs(steps_)) recount();
   for (Step& st : steps_) {
     auto add = [&](int s) {
