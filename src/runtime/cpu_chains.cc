@@ -1,6 +1,6 @@
-// Batch-sliced chains: a batched product and the kernels that read it, run slice by slice, each
-// thread its slices of all of them (Note [Batch-sliced chains]); planned when the executable is
-// built (MarkChains), run by RunChain.
+// Batch-sliced chains: a product and the kernels that read it by slices of its batch (or of its
+// rows), run slice by slice, each thread its slices of all of them (Note [Batch-sliced chains]);
+// planned when the executable is built (MarkChains), run by RunChain.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -60,8 +60,8 @@ namespace axle::runtime::internal {
 //
 // Measured on GPT-2 small (alternated 300-step runs, `AXLE_CHAINS=1/0`): no change while the two
 // vCPUs share a core complex; when they do not, where every wait between kernels is a cross-complex
-// round trip, 13.78-13.91 against 14.33-14.59 ms with the attention's chains, and 13.59-13.65
-// against 13.69-13.99 ms with the rows' chains added. The work inside did not get cheaper: the
+// round trip, 13.78-13.91 against 14.33-14.59 ms with the attention's chains, and with the rows'
+// chains added 13.59-13.65 against the attention's chains alone at 13.69-13.99 ms. The work inside did not get cheaper: the
 // 64 x 64 products run at oneDNN's per-call speed and the softmax's 64-wide rows at ~80 ns a row.
 namespace {
 

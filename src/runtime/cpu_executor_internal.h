@@ -45,7 +45,8 @@ struct Step {
   // the thread that ran the first product may run while the second is still running.
   int followers = 0;
   // Note [Batch-sliced chains] (cpu_chains.cc): on a chain's first step, how many steps (this
-  // one included) run as one chain, cut into `slices` slices of their batch; in_chain on each.
+  // one included) run as one chain, cut into `slices` slices of their batch or rows; in_chain on
+  // each.
   int chain = 0;
   int64_t slices = 0;
   bool in_chain = false;
