@@ -494,35 +494,12 @@ int64_t ColumnRowBlocks(const Kernel& k, const EmitOptions& options) {
 }
 
 std::vector<bool> InputsReadAtIndex(const Kernel& k) {
-  // A reduction kernel reads its inputs at the operand index, not at the output index.
-  // A kernel with f32 sin or cos may read its inputs again after storing (Note [Checked sin and
-  // cos]): no input is read only at i before its element is written.
-  // A row kernel reads its rows in several loops.
-  const bool loop = k.fused && k.reduce == nullptr && !IsRowKernel(k) && !HasF32Trig(k);
-  std::vector<bool> at_index(k.inputs.size(), loop);
-  if (!loop) return at_index;
-  std::unordered_map<const Value*, size_t> input_index;
-  for (size_t j = 0; j < k.inputs.size(); ++j) input_index[k.inputs[j]] = j;
-  std::unordered_set<const Node*> members(k.nodes.begin(), k.nodes.end());
-  // Mirrors EmitKernel's loads: operands of member nodes that are inputs are read at i unless
-  // they are scalars; an outside value under broadcast_in_dim is read at its computed index
-  // (counted as not at i even where that index happens to equal i).
-  auto mark = [&](const Value* v, bool at_i) {
-    auto it = input_index.find(v);
-    if (it != input_index.end() && !at_i) at_index[it->second] = false;
-  };
-  for (const Node* n : k.nodes) {
-    if (n->op() == OpKind::kBroadcastInDim) {
-      const Value* x = n->operand(0);
-      if (members.count(x->node())) continue;
-      mark(x, false);
-    } else if (IsIndexMap(*n)) {
-      mark(n->operand(0), false);  // a slice or transpose reads at a mapped index
-    } else {
-      for (const Value* v : n->operands()) mark(v, !ScalarRead(v, k));
-    }
-  }
-  return at_index;
+  // A loop kernel reads an input it reads in order (InputsReadInOrder) at i, before it stores
+  // element i. Not so a reduction kernel (it reads at the operand index), a kernel with f32 sin or
+  // cos (it may read its inputs again after storing, Note [Checked sin and cos]) or a row kernel
+  // (it reads its rows in several loops).
+  if (!k.fused || k.reduce != nullptr || IsRowKernel(k) || HasF32Trig(k)) return std::vector<bool>(k.inputs.size(), false);
+  return InputsReadInOrder(k);
 }
 
 std::vector<bool> InputsReadInOrder(const Kernel& k) {
@@ -541,6 +518,9 @@ std::vector<bool> InputsReadInOrder(const Kernel& k) {
     const int64_t n = k.inputs[j]->type().NumElements();
     if (n != domain && !(IsRowKernel(k) && n == k.num_elements)) in_order[j] = false;
   }
+  // Mirrors the emitters' loads: operands of member nodes that are inputs are read at the loop's
+  // index unless they are scalars; an outside value under broadcast_in_dim, slice or transpose is
+  // read at a computed index (counted as not in order even where that index happens to equal it).
   std::unordered_set<const Node*> members(k.nodes.begin(), k.nodes.end());
   auto mark = [&](const Value* v) {
     auto it = input_index.find(v);

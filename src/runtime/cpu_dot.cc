@@ -355,6 +355,33 @@ void ExactRows(const Mat<T>& a, const Mat<T>& b, T* c, int64_t M, int64_t N, int
   }
 }
 
+// Batch item i of the product through BLAS; false when the block BLAS wrote holds an inf or NaN.
+// The one call for item i, whether the whole product runs or a chain's slice of it.
+template <typename T>
+bool GemmItem(const BlasLibrary& lib, const Mat<T>& a, const Mat<T>& b, T* c, int64_t M, int64_t N, int64_t K,
+              int64_t i) {
+  T* ci = c + i * M * N;
+  Gemm(lib, a.trans, b.trans, M, N, K, a.at(i), a.ld, b.at(i), b.ld, ci, N);
+  return BlockFinite(ci, M, N, N);
+}
+
+// Tile t of item i (Note [Product tiles]) through BLAS; false when it holds an inf or NaN.
+template <typename T>
+bool GemmTile(const BlasLibrary& lib, const Mat<T>& a, const Mat<T>& b, T* c, int64_t M, int64_t N, int64_t K,
+              int64_t i, const DotTiles& tiles, int64_t t) {
+  const int64_t r0 = std::min(M, t / tiles.cols * tiles.row_extent);
+  const int64_t r1 = std::min(M, r0 + tiles.row_extent);
+  const int64_t c0 = std::min(N, t % tiles.cols * tiles.col_extent);
+  const int64_t c1 = std::min(N, c0 + tiles.col_extent);
+  if (r0 >= r1 || c0 >= c1) return true;
+  const T* ab = a.at(i);
+  const T* bb = b.at(i);
+  T* cb = c + i * M * N + r0 * N + c0;
+  Gemm(lib, a.trans, b.trans, r1 - r0, c1 - c0, K, a.trans ? ab + r0 : ab + r0 * a.ld, a.ld,
+       b.trans ? bb + c0 * b.ld : bb + c0, b.ld, cb, N);
+  return BlockFinite(cb, r1 - r0, c1 - c0, N);
+}
+
 template <typename T>
 bool DotKernelT(const Node& node, Operands ops, Literal& out) {
   const ProductDims dims = DimsOf(node);
@@ -381,19 +408,15 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
     // Note [BLAS threads]: BLAS always runs single-threaded, on our pool's threads.
     SetBlasThreads(1);
     const BlasLibrary& lib = Blas();
-    const int64_t lda = a.ld, ldb = b.ld;
     const bool alone = tls_one_thread;
     const int threads = alone ? 1 : ThreadPool::Global().num_threads();
     std::atomic<bool> finite{true};
-    auto check = [&](const T* block, int64_t rows, int64_t cols) {
-      if (!BlockFinite(block, rows, cols, N)) finite.store(false, std::memory_order_relaxed);
+    auto check = [&](bool ok) {
+      if (!ok) finite.store(false, std::memory_order_relaxed);
     };
     if (B >= threads || M * N * K < kSplitMacs || threads == 1) {
       auto items = [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) {
-          Gemm(lib, a.trans, b.trans, M, N, K, a.at(i), lda, b.at(i), ldb, c + i * M * N, N);
-          check(c + i * M * N, M, N);
-        }
+        for (int64_t i = lo; i < hi; ++i) check(GemmItem(lib, a, b, c, M, N, K, i));
       };
       if (alone)
         items(0, B);
@@ -404,20 +427,8 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
       const DotTiles tiles = DotTiling(M, N, K, threads);
       const int64_t count = tiles.rows * tiles.cols;
       for (int64_t i = 0; i < B; ++i) {
-        const T* ab = a.at(i);
-        const T* bb = b.at(i);
-        T* cb = c + i * M * N;
         ThreadPool::Global().ParallelFor(count, 1, [&](int64_t lo, int64_t hi) {
-          for (int64_t t = lo; t < hi; ++t) {
-            const int64_t r0 = std::min(M, t / tiles.cols * tiles.row_extent);
-            const int64_t r1 = std::min(M, r0 + tiles.row_extent);
-            const int64_t c0 = std::min(N, t % tiles.cols * tiles.col_extent);
-            const int64_t c1 = std::min(N, c0 + tiles.col_extent);
-            if (r0 >= r1 || c0 >= c1) continue;
-            Gemm(lib, a.trans, b.trans, r1 - r0, c1 - c0, K, a.trans ? ab + r0 : ab + r0 * lda, lda,
-                 b.trans ? bb + c0 * ldb : bb + c0, ldb, cb + r0 * N + c0, N);
-            check(cb + r0 * N + c0, r1 - r0, c1 - c0);
-          }
+          for (int64_t t = lo; t < hi; ++t) check(GemmTile(lib, a, b, c, M, N, K, i, tiles, t));
         }, static_cast<int>(std::min<int64_t>(count, 1 << 20)));
       }
     }
@@ -447,10 +458,8 @@ bool DotItemsT(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t
   if (M * N * K >= BlasMinFlops() && std::max({M, N, K}) < (int64_t{1} << 31)) {
     SetBlasThreads(1);
     const BlasLibrary& lib = Blas();
-    for (int64_t i = lo; i < hi; ++i) {
-      Gemm(lib, a.trans, b.trans, M, N, K, a.at(i), a.ld, b.at(i), b.ld, c + i * M * N, N);
-      if (!BlockFinite(c + i * M * N, M, N, N)) return false;
-    }
+    for (int64_t i = lo; i < hi; ++i)
+      if (!GemmItem(lib, a, b, c, M, N, K, i)) return false;
     return true;
   }
   ExactRows(a, b, c, M, N, K, lo * M, hi * M);
@@ -529,17 +538,12 @@ bool LhsRowsInOrder(const Node& node) {
 template <typename T>
 bool DotRowBlockT(const Node& node, Operands ops, Literal& out, int64_t slice, int threads) {
   const ProductDims dims = DimsOf(node);
-  const int64_t M = dims.M, K = dims.K, N = dims.N;
   Mat<T> a, b;
   ArrangeOperands(node, ops, dims, a, b);
   SetBlasThreads(1);
-  const DotTiles tiles = DotTiling(M, N, K, threads);
-  const int64_t r0 = std::min(M, slice * tiles.row_extent), r1 = std::min(M, r0 + tiles.row_extent);
-  if (r0 >= r1) return true;
-  const T* ab = a.at(0);
-  T* c = out.mutable_data<T>();
-  Gemm(Blas(), a.trans, b.trans, r1 - r0, N, K, a.trans ? ab + r0 : ab + r0 * a.ld, a.ld, b.at(0), b.ld, c + r0 * N, N);
-  return BlockFinite(c + r0 * N, r1 - r0, N, N);
+  // ChainRowSlices: the tiles are `threads` blocks of whole rows, so tile `slice` is block `slice`.
+  return GemmTile(Blas(), a, b, out.mutable_data<T>(), dims.M, dims.N, dims.K, 0,
+                  DotTiling(dims.M, dims.N, dims.K, threads), slice);
 }
 
 bool DotRowBlocks(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t hi, int threads) {
