@@ -84,7 +84,7 @@ struct Accumulator {
                                  ? (kind == ir::ReduceKind::kMax ? "-__builtin_inff()" : "__builtin_inff()")
                                  : std::string(ReduceInit(kind));
     if (sum_lanes)
-      s += fmt::format("    ax_v8d {1} = {{{{{0}, {0}, {0}, {0}}}, {{{0}, {0}, {0}, {0}}}}};\n", init, lane());
+      s += fmt::format("    ax_v8d {} = ax_lanes_init({});\n", lane(), init);
     else if (minmax_lanes)
       s += fmt::format("    {0} {1}[{2}];\n    for (int k = 0; k < {2}; ++k) {1}[k] = {3};\n", CType(xt), lane(), lanes, init);
     return s;
@@ -108,9 +108,11 @@ struct Accumulator {
     if (sum_lanes) return fmt::format("    for (int k = 0; k < 8; ++k) {}\n", ReduceCombine(kind, acc(), lane() + "[k]"));
     if (!minmax_lanes) return "";
     std::string s;
-    for (int w = lanes / 2; w > 0; w /= 2)  // constant trip counts: each step one vector op
+    for (int w = lanes / 2; w >= 8; w /= 2)  // constant trip counts: each step one vector op
       s += fmt::format("    for (int k = 0; k < {0}; ++k) {1}[k] = {2}({1}[k], {1}[k + {0}]);\n", w, lane(), fold());
-    return s + fmt::format("    {}\n", ReduceCombine(kind, acc(), lane() + "[0]"));
+    // w = 4, 2, 1: vector selects, not branches (ax_fold8_max in fast_math_prelude.h)
+    const std::string folded = fmt::format("ax_fold8_{}({})", kind == ir::ReduceKind::kMax ? "max" : "min", lane());
+    return s + fmt::format("    {}\n", ReduceCombine(kind, acc(), folded));
   }
 };
 
