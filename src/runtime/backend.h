@@ -51,6 +51,9 @@ struct ExecuteStats {
   // kernel by kernel because a product came out inf or NaN.
   int64_t chained_kernels = 0;
   int64_t chains_rerun = 0;
+  // Copies (slices, transposes, concatenations) not run because products read or write their
+  // values in place (Note [Products into views]).
+  int64_t copies_folded = 0;
 };
 
 // How an executable came to be (the frontend's metrics count compiles and disk hits apart).

@@ -74,8 +74,8 @@ enum class Cut { kNone, kItems, kRows };
 Cut ProductCut(const Step& st, int64_t slices, int threads) {
   if (st.kind != Step::kKernel || !st.kernel.fn || st.kernel.in_place || st.node->op() != OpKind::kDotGeneral)
     return Cut::kNone;
-  if (cpu::ChainSlices(*st.node, threads) == slices) return Cut::kItems;
-  if (cpu::ChainRowSlices(*st.node, threads) == slices) return Cut::kRows;
+  if (cpu::ChainSlices(*st.node, threads, st.views) == slices) return Cut::kItems;
+  if (cpu::ChainRowSlices(*st.node, threads, st.views) == slices) return Cut::kRows;
   return Cut::kNone;
 }
 
@@ -86,8 +86,15 @@ bool SliceableKernel(const Step& st, int64_t slices) {
   return g.fn != nullptr && !g.is_copy && g.row_blocks == 1 && g.elements > 0 && g.elements % slices == 0;
 }
 
-// Whether member-to-be `st` reads each of the chain's values (`internal`) by its slices.
-bool ReadsBySlices(const Step& st, int64_t slices, int threads, const std::unordered_set<int>& internal) {
+// Whether member-to-be `st` reads each of the chain's values (`internal`) by its slices. A value
+// written through a view (`viewed`) is not in its slices' layout, nor one read through a view.
+bool ReadsBySlices(const Step& st, int64_t slices, int threads, const std::unordered_set<int>& internal,
+                   const std::unordered_set<int>& viewed) {
+  for (size_t j = 0; j < st.operands.size(); ++j) {
+    if (!internal.count(st.operands[j])) continue;
+    if (viewed.count(st.operands[j])) return false;
+    if (st.kind == Step::kKernel && !(j == 0 ? st.views.lhs : st.views.rhs).plain()) return false;
+  }
   if (st.kind == Step::kGenerated) {
     if (!SliceableKernel(st, slices)) return false;
     for (size_t j = 0; j < st.operands.size(); ++j)
@@ -131,9 +138,13 @@ bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
     const Cut cut = ProductCut(steps[j], slices, threads);
     const int64_t p = partner(j);
     if (cut == Cut::kRows) return p < 0;
-    return cut == Cut::kItems && (p < 0 || cpu::ChainSlices(*steps[static_cast<size_t>(p)].node, threads) > 0);
+    return cut == Cut::kItems &&
+           (p < 0 || cpu::ChainSlices(*steps[static_cast<size_t>(p)].node, threads, steps[static_cast<size_t>(p)].views) > 0);
   };
   auto is_product = [](const Step& st) { return st.kind == Step::kKernel && st.node->op() == OpKind::kDotGeneral; };
+  std::unordered_set<int> viewed;  // slots products write through views (Note [Products into views])
+  for (const Step& st : steps)
+    if (st.into != nullptr) viewed.insert(st.results.begin(), st.results.end());
   // First the chains, on the plan as it is: members marked, their pairs undone; then the order.
   std::vector<std::vector<size_t>> hoisted_before(steps.size());  // steps that move before position k
   size_t k = 0;
@@ -142,8 +153,8 @@ bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
     // A chain starts at a product, cut by items or by rows.
     int64_t slices = 0;
     if (is_product(first) && first.kernel.fn && !first.kernel.in_place) {
-      slices = cpu::ChainSlices(*first.node, threads);
-      if (slices == 0) slices = cpu::ChainRowSlices(*first.node, threads);
+      slices = cpu::ChainSlices(*first.node, threads, first.views);
+      if (slices == 0) slices = cpu::ChainRowSlices(*first.node, threads, first.views);
       if (slices > 0 && !member(k, slices)) slices = 0;
     }
     std::vector<size_t> members = {k}, before;
@@ -160,7 +171,7 @@ bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
         before.push_back(j);
         continue;
       }
-      if (reads && (!ReadsBySlices(st, slices, threads, internal) || (st.kind == Step::kKernel && !member(j, slices))))
+      if (reads && (!ReadsBySlices(st, slices, threads, internal, viewed) || (st.kind == Step::kKernel && !member(j, slices))))
         break;
       linked = linked || reads;
       members.push_back(j);
@@ -228,6 +239,10 @@ void CpuExecutable::RunChain(RunState& rs, const Step* chain, std::vector<SlotSt
         continue;
       }
       for (int s : st.operands) mi.ops.push_back(slots[static_cast<size_t>(s)].buf.get());
+      if (!st.views.plain()) {
+        mi.out = &ViewedProductOut(rs, st, slots);
+        continue;
+      }
       bool donated = false;
       BufferPtr out = Allocate(rs, st.node->result()->type(), donated);
       if (donated) ++rs.stats.donated_reused;
@@ -261,8 +276,8 @@ void CpuExecutable::RunChain(RunState& rs, const Step* chain, std::vector<SlotSt
           const GeneratedKernel& g = *st.generated;
           const int64_t per = g.elements / slices;
           if (mi.bound) g.fn(mi.call.in.data(), mi.call.out.data(), lo * per, hi * per);
-        } else if (!(st.by_rows ? cpu::DotRowBlocks(*st.node, mi.ops, *mi.out, lo, hi, static_cast<int>(slices))
-                                : cpu::DotItems(*st.node, mi.ops, *mi.out, lo, hi))) {
+        } else if (!(st.by_rows ? cpu::DotRowBlocks(*st.node, mi.ops, *mi.out, lo, hi, static_cast<int>(slices), st.views)
+                                : cpu::DotItems(*st.node, mi.ops, *mi.out, lo, hi, st.views))) {
           finite.store(false, std::memory_order_relaxed);
         }
       }
@@ -278,7 +293,8 @@ void CpuExecutable::RunChain(RunState& rs, const Step* chain, std::vector<SlotSt
       try {
         if (st.kind == Step::kGenerated) {
           if (mi.bound) CallGenerated(*st.generated, mi.call);
-        } else if (!st.kernel.fn(*st.node, mi.ops, *mi.out)) {
+        } else if (!(st.views.plain() ? st.kernel.fn(*st.node, mi.ops, *mi.out)
+                                      : cpu::DotKernel(*st.node, mi.ops, *mi.out, st.views))) {
           ++rs.stats.fallback_kernels;
           const Literal res = std::move(ir::EvaluateNode(*st.node, mi.ops, rs.device.device)[0]);
           std::memcpy(mi.out->mutable_bytes().data(), res.bytes().data(), res.bytes().size());

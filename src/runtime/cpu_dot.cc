@@ -139,13 +139,12 @@ bool Collapses(const Shape& shape, const std::vector<int64_t>& xs, const std::ve
   return true;
 }
 
-// Whether Arrange reads an operand of `shape` in place (no copy): the two groups of dims each
+// Whether Arrange reads an operand of `shape` stored with strides `xs` in place (no copy): the two groups of dims each
 // index like one dim, with the second innermost (or, trans, the first), and stored rows do not
 // overlap (BLAS needs ld >= the stored row length; the layout guarantees it when the groups
 // collapse, checked anyway). Sets the groups' strides.
-bool InPlaceLayout(const Shape& shape, const std::vector<int64_t>& first, const std::vector<int64_t>& second,
-                   bool* trans, int64_t* s_first, int64_t* s_second) {
-  const std::vector<int64_t> xs = shape.Strides();
+bool InPlaceLayout(const Shape& shape, const std::vector<int64_t>& xs, const std::vector<int64_t>& first,
+                   const std::vector<int64_t>& second, bool* trans, int64_t* s_first, int64_t* s_second) {
   int64_t rows = 1, cols = 1;
   for (int64_t d : first) rows *= shape.dim(d);
   for (int64_t d : second) cols *= shape.dim(d);
@@ -159,20 +158,20 @@ bool InPlaceLayout(const Shape& shape, const std::vector<int64_t>& first, const 
 // second group indexes like one innermost dim and the first like one dim of any stride (the row
 // stride), or the same with the groups swapped (trans); the batch dims may then have any strides
 // (the heads of attention, [b, t, h, d] with batch (b, h), are read in place). Else a copy.
+// The operand is the value of `shape` that view `v` places in buffer x (Note [Products into views]).
 template <typename T>
-void Arrange(const Literal& x, const std::vector<int64_t>& batch, const std::vector<int64_t>& first,
-             const std::vector<int64_t>& second, Mat<T>& m) {
-  const Shape& shape = x.shape();
-  const std::vector<int64_t> xs = shape.Strides();
+void Arrange(const Literal& x, const Shape& shape, const View& v, const std::vector<int64_t>& batch,
+             const std::vector<int64_t>& first, const std::vector<int64_t>& second, Mat<T>& m) {
+  const std::vector<int64_t> xs = v.plain() ? shape.Strides() : v.strides;
   int64_t bcount = 1;
   for (int64_t d : batch) bcount *= shape.dim(d);
   int64_t rows = 1, cols = 1;
   for (int64_t d : first) rows *= shape.dim(d);
   for (int64_t d : second) cols *= shape.dim(d);
-  m.data = x.data<T>();
+  m.data = x.data<T>() + v.offset;
   bool trans = false;
   int64_t s_first = 1, s_second = 1;
-  if (InPlaceLayout(shape, first, second, &trans, &s_first, &s_second)) {
+  if (InPlaceLayout(shape, xs, first, second, &trans, &s_first, &s_second)) {
     m.trans = trans;
     m.ld = trans ? s_second : (rows > 1 ? s_first : std::max<int64_t>(1, cols));
     m.offset.assign(static_cast<size_t>(bcount), 0);
@@ -192,12 +191,12 @@ void Arrange(const Literal& x, const std::vector<int64_t>& batch, const std::vec
   perm.insert(perm.end(), second.begin(), second.end());
   std::vector<int64_t> dims, strides;
   for (int64_t p : perm) {
-    dims.push_back(x.shape().dim(p));
+    dims.push_back(shape.dim(p));
     strides.push_back(xs[static_cast<size_t>(p)]);
   }
   g_operand_copies.fetch_add(1, std::memory_order_relaxed);
-  m.copy.resize(static_cast<size_t>(x.NumElements()));
-  StridedCopy(x.bytes().data(), 0, dims, strides, sizeof(T), reinterpret_cast<uint8_t*>(m.copy.data()));
+  m.copy.resize(static_cast<size_t>(shape.NumElements()));
+  StridedCopy(x.bytes().data(), v.offset, dims, strides, sizeof(T), reinterpret_cast<uint8_t*>(m.copy.data()));
   m.data = m.copy.data();
   m.trans = false;
   m.ld = std::max<int64_t>(1, cols);
@@ -228,10 +227,59 @@ ProductDims DimsOf(const Node& node) {
 
 // Both operands as batches of row-major matrices: a [B, M, K], b [B, K, N].
 template <typename T>
-void ArrangeOperands(const Node& node, Operands ops, const ProductDims& p, Mat<T>& a, Mat<T>& b) {
+void ArrangeOperands(const Node& node, Operands ops, const ProductDims& p, const DotViews& v, Mat<T>& a, Mat<T>& b) {
   const auto& d = node.attrs_as<ir::DotGeneralAttrs>();
-  Arrange(*ops[0], d.lhs_batch, p.lf, d.lhs_contracting, a);
-  Arrange(*ops[1], d.rhs_batch, d.rhs_contracting, p.rf, b);
+  Arrange(*ops[0], node.operand(0)->shape(), v.lhs, d.lhs_batch, p.lf, d.lhs_contracting, a);
+  Arrange(*ops[1], node.operand(1)->shape(), v.rhs, d.rhs_batch, d.rhs_contracting, p.rf, b);
+}
+
+// The result as B row-major [M, N] matrices: item i at offset[i], rows ld apart, columns adjacent.
+// Plain: the result's own buffer, item after item. Through a view (Note [Products into views]):
+// its [batch..., lhs free..., rhs free...] dims must index as batch strides, one row stride and
+// adjacent columns (ResultLayout).
+template <typename T>
+struct CMat {
+  T* data = nullptr;
+  int64_t ld = 0;
+  std::vector<int64_t> offset;
+  T* at(int64_t i) const { return data + offset[static_cast<size_t>(i)]; }
+};
+
+// Whether view v can hold the product's result as CMat does; sets the row stride.
+bool ResultLayout(const Node& node, const ProductDims& p, const View& v, int64_t* ld) {
+  const Shape& shape = node.result()->shape();
+  const size_t nb = node.attrs_as<ir::DotGeneralAttrs>().lhs_batch.size();
+  std::vector<int64_t> rows, cols;
+  for (size_t k = 0; k < p.lf.size(); ++k) rows.push_back(static_cast<int64_t>(nb + k));
+  for (size_t k = 0; k < p.rf.size(); ++k) cols.push_back(static_cast<int64_t>(nb + p.lf.size() + k));
+  int64_t s_rows = 1, s_cols = 1;
+  if (!Collapses(shape, v.strides, rows, &s_rows) || !Collapses(shape, v.strides, cols, &s_cols)) return false;
+  if (p.N > 1 && s_cols != 1) return false;
+  *ld = p.M > 1 ? s_rows : std::max<int64_t>(1, p.N);
+  return p.M == 1 || *ld >= p.N;
+}
+
+template <typename T>
+void ArrangeResult(const Node& node, Literal& out, const ProductDims& p, const View& v, CMat<T>& c) {
+  c.data = out.mutable_data<T>() + v.offset;
+  c.offset.resize(static_cast<size_t>(p.B));
+  if (v.plain()) {
+    c.ld = p.N;
+    for (int64_t i = 0; i < p.B; ++i) c.offset[static_cast<size_t>(i)] = i * p.M * p.N;
+    return;
+  }
+  const bool ok = ResultLayout(node, p, v, &c.ld);
+  AXLE_CHECK(ok, "a product's result view does not fit its layout (DotTakesViews was not asked)");
+  const Shape& shape = node.result()->shape();
+  const size_t nb = node.attrs_as<ir::DotGeneralAttrs>().lhs_batch.size();
+  for (int64_t i = 0; i < p.B; ++i) {
+    int64_t rem = i, off = 0;
+    for (size_t k = nb; k-- > 0;) {
+      off += (rem % shape.dim(static_cast<int64_t>(k))) * v.strides[k];
+      rem /= shape.dim(static_cast<int64_t>(k));
+    }
+    c.offset[static_cast<size_t>(i)] = off;
+  }
 }
 
 // Whether any of the n elements at p (32- or 64-bit floats, read as bits) is an inf or NaN
@@ -243,13 +291,12 @@ void ArrangeOperands(const Node& node, Operands ops, const ProductDims& p, Mat<T
 #else
 #define AXLE_VECTOR_CLONES
 #endif
-// Blocks of a fixed 64 elements: GCC's -O2 vectoriser (its "very cheap" cost model) only takes
-// loops whose trip count it knows.
-template <typename T, typename Bits, Bits kExp>
-inline bool AnyNonFiniteImpl(const T* p, int64_t n) {
-  constexpr int64_t kBlock = 64;
-  Bits bad = 0;
-  int64_t i = 0;
+// Blocks of a fixed 64, then 16 elements: GCC's -O2 vectoriser (its "very cheap" cost model) only
+// takes loops whose trip count it knows. The 16s are for the rows of a product written into a view
+// (Note [Products into views]): an attention head's 32 floats a row, which the 64s left to the
+// scalar tail (0.6 us an item, slower than the copy the view saved).
+template <typename T, typename Bits, Bits kExp, int64_t kBlock>
+inline void OrBlocks(const T* p, int64_t n, int64_t& i, Bits& bad) {
   for (; i + kBlock <= n; i += kBlock) {
     const T* q = p + i;
     for (int64_t j = 0; j < kBlock; ++j) {
@@ -258,31 +305,40 @@ inline bool AnyNonFiniteImpl(const T* p, int64_t n) {
       bad |= static_cast<Bits>((b & kExp) == kExp);
     }
   }
-  for (; i < n; ++i) {
-    Bits b;
-    std::memcpy(&b, p + i, sizeof(b));
-    bad |= static_cast<Bits>((b & kExp) == kExp);
+}
+// Whether any element of the rows x cols block at p (rows ld apart) is an inf or NaN.
+template <typename T, typename Bits, Bits kExp>
+inline bool AnyNonFiniteImpl(const T* p, int64_t rows, int64_t cols, int64_t ld) {
+  Bits bad = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = p + r * ld;
+    int64_t i = 0;
+    OrBlocks<T, Bits, kExp, 64>(row, cols, i, bad);
+    OrBlocks<T, Bits, kExp, 16>(row, cols, i, bad);
+    for (; i < cols; ++i) {
+      Bits b;
+      std::memcpy(&b, row + i, sizeof(b));
+      bad |= static_cast<Bits>((b & kExp) == kExp);
+    }
   }
   return bad != 0;
 }
-AXLE_VECTOR_CLONES bool AnyNonFinite32(const float* p, int64_t n) {
-  return AnyNonFiniteImpl<float, uint32_t, 0x7f800000u>(p, n);
+AXLE_VECTOR_CLONES bool AnyNonFinite32(const float* p, int64_t rows, int64_t cols, int64_t ld) {
+  return AnyNonFiniteImpl<float, uint32_t, 0x7f800000u>(p, rows, cols, ld);
 }
-AXLE_VECTOR_CLONES bool AnyNonFinite64(const double* p, int64_t n) {
-  return AnyNonFiniteImpl<double, uint64_t, 0x7ff0000000000000ull>(p, n);
+AXLE_VECTOR_CLONES bool AnyNonFinite64(const double* p, int64_t rows, int64_t cols, int64_t ld) {
+  return AnyNonFiniteImpl<double, uint64_t, 0x7ff0000000000000ull>(p, rows, cols, ld);
 }
-bool AnyNonFinite(const float* p, int64_t n) { return AnyNonFinite32(p, n); }
-bool AnyNonFinite(const double* p, int64_t n) { return AnyNonFinite64(p, n); }
+bool AnyNonFinite(const float* p, int64_t rows, int64_t cols, int64_t ld) { return AnyNonFinite32(p, rows, cols, ld); }
+bool AnyNonFinite(const double* p, int64_t rows, int64_t cols, int64_t ld) { return AnyNonFinite64(p, rows, cols, ld); }
 
 // Whether no element of the rows x cols block at p (row stride ld) is an inf or NaN. It runs on
 // every block BLAS writes, right after BLAS wrote it (still in cache), so it must cost next to
-// nothing: a contiguous block is one scan, otherwise one scan a row.
+// nothing: a contiguous block is one scan, otherwise one scan a row, in one call.
 template <typename T>
 bool BlockFinite(const T* p, int64_t rows, int64_t cols, int64_t ld) {
-  if (ld == cols) return !AnyNonFinite(p, rows * cols);
-  for (int64_t r = 0; r < rows; ++r)
-    if (AnyNonFinite(p + r * ld, cols)) return false;
-  return true;
+  if (ld == cols) return !AnyNonFinite(p, 1, rows * cols, 0);
+  return !AnyNonFinite(p, rows, cols, ld);
 }
 
 // Note [Zeroing C ourselves]
@@ -337,7 +393,8 @@ void Gemm(const BlasLibrary& blas, bool ta, bool tb, int64_t M, int64_t N, int64
 // The exact loop (the interpreter's: products summed in double, rounded once) over rows [lo, hi)
 // of C viewed as [B * M, N].
 template <typename T>
-void ExactRows(const Mat<T>& a, const Mat<T>& b, T* c, int64_t M, int64_t N, int64_t K, int64_t lo, int64_t hi) {
+void ExactRows(const Mat<T>& a, const Mat<T>& b, const CMat<T>& c, int64_t M, int64_t N, int64_t K, int64_t lo,
+               int64_t hi) {
   // Strides of a[m, k] and b[k, n] inside one batch.
   const int64_t am = a.trans ? 1 : a.ld, ak = a.trans ? a.ld : 1;
   const int64_t bk = b.trans ? 1 : b.ld, bn = b.trans ? b.ld : 1;
@@ -345,7 +402,7 @@ void ExactRows(const Mat<T>& a, const Mat<T>& b, T* c, int64_t M, int64_t N, int
     const int64_t i = bm / M, m = bm % M;
     const T* arow = a.at(i) + m * am;
     const T* bmat = b.at(i);
-    T* crow = c + bm * N;
+    T* crow = c.at(i) + m * c.ld;
     for (int64_t n = 0; n < N; ++n) {
       double acc = -0.0;
       for (int64_t k = 0; k < K; ++k)
@@ -358,17 +415,17 @@ void ExactRows(const Mat<T>& a, const Mat<T>& b, T* c, int64_t M, int64_t N, int
 // Batch item i of the product through BLAS; false when the block BLAS wrote holds an inf or NaN.
 // The one call for item i, whether the whole product runs or a chain's slice of it.
 template <typename T>
-bool GemmItem(const BlasLibrary& lib, const Mat<T>& a, const Mat<T>& b, T* c, int64_t M, int64_t N, int64_t K,
-              int64_t i) {
-  T* ci = c + i * M * N;
-  Gemm(lib, a.trans, b.trans, M, N, K, a.at(i), a.ld, b.at(i), b.ld, ci, N);
-  return BlockFinite(ci, M, N, N);
+bool GemmItem(const BlasLibrary& lib, const Mat<T>& a, const Mat<T>& b, const CMat<T>& c, int64_t M, int64_t N,
+              int64_t K, int64_t i) {
+  T* ci = c.at(i);
+  Gemm(lib, a.trans, b.trans, M, N, K, a.at(i), a.ld, b.at(i), b.ld, ci, c.ld);
+  return BlockFinite(ci, M, N, c.ld);
 }
 
 // Tile t of item i (Note [Product tiles]) through BLAS; false when it holds an inf or NaN.
 template <typename T>
-bool GemmTile(const BlasLibrary& lib, const Mat<T>& a, const Mat<T>& b, T* c, int64_t M, int64_t N, int64_t K,
-              int64_t i, const DotTiles& tiles, int64_t t) {
+bool GemmTile(const BlasLibrary& lib, const Mat<T>& a, const Mat<T>& b, const CMat<T>& c, int64_t M, int64_t N,
+              int64_t K, int64_t i, const DotTiles& tiles, int64_t t) {
   const int64_t r0 = std::min(M, t / tiles.cols * tiles.row_extent);
   const int64_t r1 = std::min(M, r0 + tiles.row_extent);
   const int64_t c0 = std::min(N, t % tiles.cols * tiles.col_extent);
@@ -376,20 +433,28 @@ bool GemmTile(const BlasLibrary& lib, const Mat<T>& a, const Mat<T>& b, T* c, in
   if (r0 >= r1 || c0 >= c1) return true;
   const T* ab = a.at(i);
   const T* bb = b.at(i);
-  T* cb = c + i * M * N + r0 * N + c0;
+  T* cb = c.at(i) + r0 * c.ld + c0;
   Gemm(lib, a.trans, b.trans, r1 - r0, c1 - c0, K, a.trans ? ab + r0 : ab + r0 * a.ld, a.ld,
-       b.trans ? bb + c0 * b.ld : bb + c0, b.ld, cb, N);
-  return BlockFinite(cb, r1 - r0, c1 - c0, N);
+       b.trans ? bb + c0 * b.ld : bb + c0, b.ld, cb, c.ld);
+  return BlockFinite(cb, r1 - r0, c1 - c0, c.ld);
+}
+
+// Items [lo, hi) of C set to +0 (an empty contraction).
+template <typename T>
+void ZeroItems(const CMat<T>& c, int64_t M, int64_t N, int64_t lo, int64_t hi) {
+  for (int64_t i = lo; i < hi; ++i)
+    for (int64_t m = 0; m < M; ++m) std::fill(c.at(i) + m * c.ld, c.at(i) + m * c.ld + N, T(0));
 }
 
 template <typename T>
-bool DotKernelT(const Node& node, Operands ops, Literal& out) {
+bool DotKernelT(const Node& node, Operands ops, Literal& out, const DotViews& v) {
   const ProductDims dims = DimsOf(node);
   const int64_t B = dims.B, M = dims.M, K = dims.K, N = dims.N;
-  T* c = out.mutable_data<T>();
-  if (out.NumElements() == 0) return true;
+  if (node.result()->shape().NumElements() == 0) return true;
+  CMat<T> c;
+  ArrangeResult(node, out, dims, v.out, c);
   if (K == 0) {
-    std::fill(c, c + out.NumElements(), T(0));
+    ZeroItems(c, M, N, 0, B);
     return true;
   }
   // Note [BLAS and non-finite values]: BLAS sums in the element type in its own order, so a product
@@ -403,7 +468,7 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
   // GPT-2 124M step, 0.15-0.5 s of its ~2.3 s.
   const bool blas = M * N * K >= BlasMinFlops() && std::max({M, N, K}) < (int64_t{1} << 31);
   Mat<T> a, b;
-  ArrangeOperands(node, ops, dims, a, b);
+  ArrangeOperands(node, ops, dims, v, a, b);
   if (blas) {
     // Note [BLAS threads]: BLAS always runs single-threaded, on our pool's threads.
     SetBlasThreads(1);
@@ -444,17 +509,18 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out) {
 // NaN (the caller runs the whole product again through DotKernelT, Note [BLAS and non-finite
 // values]). Only for products ChainSlices accepts: no operand copy, one call per item.
 template <typename T>
-bool DotItemsT(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t hi) {
+bool DotItemsT(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t hi, const DotViews& v) {
   const ProductDims dims = DimsOf(node);
   const int64_t M = dims.M, K = dims.K, N = dims.N;
-  T* c = out.mutable_data<T>();
   if (M * N == 0) return true;
+  CMat<T> c;
+  ArrangeResult(node, out, dims, v.out, c);
   if (K == 0) {
-    std::fill(c + lo * M * N, c + hi * M * N, T(0));
+    ZeroItems(c, M, N, lo, hi);
     return true;
   }
   Mat<T> a, b;
-  ArrangeOperands(node, ops, dims, a, b);
+  ArrangeOperands(node, ops, dims, v, a, b);
   if (M * N * K >= BlasMinFlops() && std::max({M, N, K}) < (int64_t{1} << 31)) {
     SetBlasThreads(1);
     const BlasLibrary& lib = Blas();
@@ -476,39 +542,55 @@ KernelChoice SelectDotKernel(const Node& node) {
   KernelChoice c;
   if (node.op() != ir::OpKind::kDotGeneral) return c;
   const DType t = node.result()->dtype();
-  if (t == DType::kF32) c.fn = DotKernelT<float>;
-  if (t == DType::kF64) c.fn = DotKernelT<double>;
+  if (t == DType::kF32) c.fn = [](const Node& n, Operands ops, Literal& out) { return DotKernelT<float>(n, ops, out, {}); };
+  if (t == DType::kF64) c.fn = [](const Node& n, Operands ops, Literal& out) { return DotKernelT<double>(n, ops, out, {}); };
   c.name = "dot_general";
   return c;
 }
 
+bool DotKernel(const Node& node, Operands ops, Literal& out, const DotViews& views) {
+  if (node.result()->dtype() == DType::kF64) return DotKernelT<double>(node, ops, out, views);
+  return DotKernelT<float>(node, ops, out, views);
+}
+
 namespace {
 // Whether DotKernelT reads both operands of the product in place (Arrange makes no copy).
-bool ReadInPlace(const Node& node, const ProductDims& p) {
+bool ReadInPlace(const Node& node, const ProductDims& p, const DotViews& v) {
   const auto& d = node.attrs_as<ir::DotGeneralAttrs>();
   bool trans = false;
   int64_t s1 = 1, s2 = 1;
-  return InPlaceLayout(node.operand(0)->shape(), p.lf, d.lhs_contracting, &trans, &s1, &s2) &&
-         InPlaceLayout(node.operand(1)->shape(), d.rhs_contracting, p.rf, &trans, &s1, &s2);
+  const Shape& ls = node.operand(0)->shape();
+  const Shape& rs = node.operand(1)->shape();
+  return InPlaceLayout(ls, v.lhs.plain() ? ls.Strides() : v.lhs.strides, p.lf, d.lhs_contracting, &trans, &s1, &s2) &&
+         InPlaceLayout(rs, v.rhs.plain() ? rs.Strides() : v.rhs.strides, d.rhs_contracting, p.rf, &trans, &s1, &s2);
 }
 }  // namespace
 
-int64_t ChainSlices(const Node& node, int threads) {
+bool DotTakesViews(const Node& node, const DotViews& v) {
+  if (node.op() != ir::OpKind::kDotGeneral) return false;
+  const DType t = node.result()->dtype();
+  if (t != DType::kF32 && t != DType::kF64) return false;
+  const ProductDims p = DimsOf(node);
+  int64_t ld = 0;
+  return ReadInPlace(node, p, v) && (v.out.plain() || ResultLayout(node, p, v.out, &ld));
+}
+
+int64_t ChainSlices(const Node& node, int threads, const DotViews& v) {
   if (node.op() != ir::OpKind::kDotGeneral) return 0;
   const DType t = node.result()->dtype();
   if (t != DType::kF32 && t != DType::kF64) return 0;
   const ProductDims p = DimsOf(node);
   // One call per item in DotKernelT too (B >= threads), so a sliced run makes the same calls.
-  if (p.B < 2 || p.B < threads || !ReadInPlace(node, p)) return 0;
+  if (p.B < 2 || p.B < threads || !ReadInPlace(node, p, v)) return 0;
   return p.B;
 }
 
-bool DotItems(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t hi) {
-  if (node.result()->dtype() == DType::kF64) return DotItemsT<double>(node, ops, out, lo, hi);
-  return DotItemsT<float>(node, ops, out, lo, hi);
+bool DotItems(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t hi, const DotViews& v) {
+  if (node.result()->dtype() == DType::kF64) return DotItemsT<double>(node, ops, out, lo, hi, v);
+  return DotItemsT<float>(node, ops, out, lo, hi, v);
 }
 
-int64_t ChainRowSlices(const Node& node, int threads) {
+int64_t ChainRowSlices(const Node& node, int threads, const DotViews& v) {
   if (node.op() != ir::OpKind::kDotGeneral || threads < 2) return 0;
   const DType t = node.result()->dtype();
   if (t != DType::kF32 && t != DType::kF64) return 0;
@@ -520,7 +602,7 @@ int64_t ChainRowSlices(const Node& node, int threads) {
   if (M * N * K < kSplitMacs || M * N * K < BlasMinFlops() || std::max({M, N, K}) >= (int64_t{1} << 31)) return 0;
   const DotTiles tiles = DotTiling(M, N, K, threads);
   if (tiles.rows != threads || tiles.cols != 1 || tiles.row_extent * threads != M) return 0;
-  return ReadInPlace(node, p) ? threads : 0;
+  return ReadInPlace(node, p, v) ? threads : 0;
 }
 
 bool LhsRowsInOrder(const Node& node) {
@@ -536,20 +618,22 @@ bool LhsRowsInOrder(const Node& node) {
 // Row block `slice` of the tile path's blocks, as DotKernelT computes it; false when BLAS left an
 // inf or NaN in it.
 template <typename T>
-bool DotRowBlockT(const Node& node, Operands ops, Literal& out, int64_t slice, int threads) {
+bool DotRowBlockT(const Node& node, Operands ops, Literal& out, int64_t slice, int threads, const DotViews& v) {
   const ProductDims dims = DimsOf(node);
   Mat<T> a, b;
-  ArrangeOperands(node, ops, dims, a, b);
+  ArrangeOperands(node, ops, dims, v, a, b);
+  CMat<T> c;
+  ArrangeResult(node, out, dims, v.out, c);
   SetBlasThreads(1);
   // ChainRowSlices: the tiles are `threads` blocks of whole rows, so tile `slice` is block `slice`.
-  return GemmTile(Blas(), a, b, out.mutable_data<T>(), dims.M, dims.N, dims.K, 0,
-                  DotTiling(dims.M, dims.N, dims.K, threads), slice);
+  return GemmTile(Blas(), a, b, c, dims.M, dims.N, dims.K, 0, DotTiling(dims.M, dims.N, dims.K, threads), slice);
 }
 
-bool DotRowBlocks(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t hi, int threads) {
+bool DotRowBlocks(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t hi, int threads,
+                  const DotViews& v) {
   for (int64_t s = lo; s < hi; ++s) {
-    const bool ok = node.result()->dtype() == DType::kF64 ? DotRowBlockT<double>(node, ops, out, s, threads)
-                                                          : DotRowBlockT<float>(node, ops, out, s, threads);
+    const bool ok = node.result()->dtype() == DType::kF64 ? DotRowBlockT<double>(node, ops, out, s, threads, v)
+                                                          : DotRowBlockT<float>(node, ops, out, s, threads, v);
     if (!ok) return false;
   }
   return true;

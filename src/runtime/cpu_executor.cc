@@ -217,6 +217,8 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
     for (size_t p = 0; p < steps_.size(); ++p)
       for (int s : steps_[p].operands) last_use[static_cast<size_t>(s)] = std::max(last_use[static_cast<size_t>(s)], p);
   };
+  copies_folded_ = FoldViews(steps_, is_result_);
+  if (copies_folded_ > 0) recount();
   MarkPairs(steps_);
   if (MarkChains(steps_)) recount();
   if (HoistBesidePairs(steps_)) recount();
@@ -256,6 +258,7 @@ void CpuExecutable::Release(RunState& rs, std::vector<SlotState>& slots, int s) 
 
 void CpuExecutable::Produced(RunState& rs, const Step& st, std::vector<SlotState>& slots) const {
   for (int s : st.results) {
+    if (slots[static_cast<size_t>(s)].counted) continue;  // a value with several writers (views)
     slots[static_cast<size_t>(s)].counted = true;
     rs.live_bytes += slot_bytes_[static_cast<size_t>(s)];
   }
@@ -274,6 +277,18 @@ void CpuExecutable::Timed(const Step& st, std::chrono::steady_clock::time_point 
   if (profile::Enabled())
     profile::Record(st.label, std::chrono::duration<double>(t1 - t0).count(), StepBytes(st), parallel);
   profile::TraceSpan(st.label, t0, t1);
+}
+
+Literal& CpuExecutable::ViewedProductOut(RunState& rs, const Step& st, std::vector<SlotState>& slots) {
+  SlotState& r = slots[static_cast<size_t>(st.results[0])];
+  if (!r.buf) {
+    bool donated = false;
+    r.buf = Allocate(rs, st.into ? st.into->type() : st.node->result()->type(), donated);
+    r.writable = true;
+    r.donated = donated;
+    if (donated) ++rs.stats.donated_reused;
+  }
+  return *r.buf;
 }
 
 Error CpuExecutable::StepError(const Step& st, const Error& e) const {
@@ -455,6 +470,7 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
     keep = ++runs_ >= 2;
   }
   std::vector<SlotState> slots(slot_bytes_.size());
+  rs.stats.copies_folded = copies_folded_;
   std::vector<bool> donated_arg(args.size());
   for (size_t k = 0; k < args.size(); ++k) donated_arg[k] = args[k].use_count() == 1;
   std::vector<const Literal*> ops;
@@ -523,6 +539,9 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
           if (st.kind == Step::kCollective) {
             RunCollective(rs, st, slots);
             done = true;
+          } else if (st.kernel.fn && !st.views.plain()) {  // Note [Products into views]
+            done = cpu::DotKernel(n, ops, ViewedProductOut(rs, st, slots), st.views);
+            AXLE_CHECK(done, "a product with views has no fallback");
           } else if (st.kernel.fn) {  // single-result nodes only
             const ir::TensorType& rtype = n.result()->type();
             BufferPtr out;

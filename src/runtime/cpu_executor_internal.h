@@ -51,6 +51,11 @@ struct Step {
   int64_t slices = 0;
   bool in_chain = false;
   bool by_rows = false;  // a product of a chain cut into blocks of rows (else into batch items)
+  // Note [Products into views] (cpu_views.cc): a product's operands read and its result written
+  // in place in larger buffers; with a result view, results[0] is the slot of `into`, the value
+  // whose buffer it writes (allocated by the first of its writers).
+  cpu::DotViews views;
+  const ir::Value* into = nullptr;
   std::string label;        // AXLE_PROFILE only
   std::string chain_label;  // AXLE_PROFILE only: on a chain's first step, the chain's label
 };
@@ -127,6 +132,9 @@ class CpuExecutable final : public Executable {
   void Timed(const Step& st, std::chrono::steady_clock::time_point t0, bool parallel) const;
   Error StepError(const Step& st, const Error& e) const;  // e, naming the step's node
   BufferPtr Allocate(RunState& rs, const ir::TensorType& type, bool& donated);
+  // The buffer a product with views (Note [Products into views]) writes, bound to its result slot:
+  // its `into` value's (allocated by the first of that value's writers), else its own.
+  Literal& ViewedProductOut(RunState& rs, const Step& st, std::vector<SlotState>& slots);
 
   std::unique_ptr<ir::Module> module_;
   std::vector<GeneratedKernel> generated_;
@@ -141,6 +149,7 @@ class CpuExecutable final : public Executable {
   std::vector<ir::TensorType> param_types_;
   std::vector<std::string> param_names_;
   bool has_collectives_ = false;
+  int copies_folded_ = 0;  // Note [Products into views]
   ExecuteStats stats_;  // of the last Execute (not ExecuteOnDevice)
   // Note [Buffers kept between runs]: a step runs the same executable again and again; the
   // intermediates its last run freed (not donated arguments) seed the next run's free list, so
@@ -155,6 +164,10 @@ class CpuExecutable final : public Executable {
   int64_t kept_bytes_ = 0;
   int64_t runs_ = 0;
 };
+
+// Note [Products into views] (cpu_views.cc): removes the copies that products can do without;
+// returns how many.
+int FoldViews(std::vector<Step>& steps, const std::vector<bool>& is_result);
 
 // Note [Products side by side] (cpu_pairs.cc): marks the pairs on a two-thread pool.
 void MarkPairs(std::vector<Step>& steps);

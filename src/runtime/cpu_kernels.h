@@ -51,23 +51,43 @@ void SetBlasMinFlops(int64_t flops);
 // other layouts are read in place.
 int64_t DotOperandCopies();
 
+// Note [Products into views] (cpu_views.cc): a value inside a larger buffer, element idx at
+// offset + sum_d idx[d] * strides[d]; no strides: the value's own row-major buffer.
+struct View {
+  int64_t offset = 0;
+  std::vector<int64_t> strides;
+  bool plain() const { return strides.empty(); }
+};
+// A product's operands and result as views: then ops[j] and out are the buffers they are in.
+struct DotViews {
+  View lhs, rhs, out;
+  bool plain() const { return lhs.plain() && rhs.plain() && out.plain(); }
+};
+// Whether an f32 / f64 dot_general reads its operands' views in place (no copy) and can write its
+// result's view as BLAS writes C: batch strides, one row stride, adjacent columns.
+bool DotTakesViews(const ir::Node& node, const DotViews& views);
+// The dot_general kernel (SelectDotKernel's) through views the product takes.
+bool DotKernel(const ir::Node& node, Operands ops, ir::Literal& out, const DotViews& views);
+
 // Note [Batch-sliced chains] (cpu_chains.cc): a dot_general that a chain may run by slices of its
 // batch returns its batch count (f32/f64, at least 2 and `threads` items, both operands read in
 // place); 0 otherwise.
-int64_t ChainSlices(const ir::Node& node, int threads);
+int64_t ChainSlices(const ir::Node& node, int threads, const DotViews& views = {});
 // Items [lo, hi) of such a product on this thread, as DotKernel computes them; false when a BLAS
 // result was inf or NaN (then DotKernel must compute the whole product).
-bool DotItems(const ir::Node& node, Operands ops, ir::Literal& out, int64_t lo, int64_t hi);
+bool DotItems(const ir::Node& node, Operands ops, ir::Literal& out, int64_t lo, int64_t hi,
+              const DotViews& views = {});
 // A product without batch dims whose kernel cuts it into one block of rows per thread, equal
 // blocks, through BLAS (DotTiling), both operands read in place: `threads` (its slices are those
 // blocks); 0 otherwise.
-int64_t ChainRowSlices(const ir::Node& node, int threads);
+int64_t ChainRowSlices(const ir::Node& node, int threads, const DotViews& views = {});
 // Whether the lhs of a product without batch dims is stored [free dims..., contracting dims...]
 // in order, so that row block s of the result reads only row block s of it.
 bool LhsRowsInOrder(const ir::Node& node);
 // Row blocks [lo, hi) of such a product, each the BLAS call DotKernel makes for it; false when a
 // result was inf or NaN.
-bool DotRowBlocks(const ir::Node& node, Operands ops, ir::Literal& out, int64_t lo, int64_t hi, int threads);
+bool DotRowBlocks(const ir::Node& node, Operands ops, ir::Literal& out, int64_t lo, int64_t hi, int threads,
+                  const DotViews& views = {});
 
 // Note [Products side by side] (cpu_pairs.cc): while one of these lives on a thread, the
 // products that thread runs are one BLAS call per batch item on that thread: no tiles, no pool.

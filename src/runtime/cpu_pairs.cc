@@ -45,7 +45,7 @@ bool Pairable(const Step& a, const Step& b) {
   if (ThreadPool::Global().num_threads() != 2) return false;
   auto product = [](const Step& st) {
     return st.kind == Step::kKernel && !st.in_chain && st.kernel.fn && !st.kernel.in_place &&
-           st.node->op() == OpKind::kDotGeneral &&
+           st.node->op() == OpKind::kDotGeneral && st.into == nullptr &&
            ProductMacs(*st.node) >= kPairMacs && st.node->result()->shape().NumElements() <= kPairResultElements;
   };
   if (!product(a) || !product(b)) return false;
@@ -247,7 +247,7 @@ void CpuExecutable::RunPair(RunState& rs, const Step* pair, std::vector<SlotStat
     const auto t0 = std::chrono::steady_clock::now();
     try {
       if (i < 2) {
-        done[i] = s.kernel.fn(*s.node, ops[i], *out[i]);
+        done[i] = s.views.plain() ? s.kernel.fn(*s.node, ops[i], *out[i]) : cpu::DotKernel(*s.node, ops[i], *out[i], s.views);
       } else if (bound[static_cast<size_t>(i - 2)] && s.generated->elements > 0) {
         CallGeneratedInline(*s.generated, calls[static_cast<size_t>(i - 2)]);
       }

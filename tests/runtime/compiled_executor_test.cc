@@ -224,6 +224,81 @@ TEST(CompiledExecutorTest, AnMlpRunsAsAChainOfRowBlocks) {
   }
 }
 
+// Note [Products into views] (cpu_views.cc): attention's q, k and v slices of a QKV buffer are
+// read in place by the products, the output's transpose and the gradients' transposes and
+// concatenation are written by them; 8 copies folded. The bits are those of the copies (with
+// chains and without, and with an inf that sends the products to their exact loop), and the
+// values the interpreter's. A slice that is also a result of the function stays a copy.
+TEST(CompiledExecutorTest, ProductsReadAndWriteViewsInsteadOfCopies) {
+  for (const bool v_returned : {false, true}) {
+    const std::string text = fmt::format(R"(module @attention_views {{
+  func @main {{
+    %qkv = parameter() {{index=0}} : f32[2,32,384]
+    %g = parameter() {{index=1}} : f32[2,4,32,32]
+    %q0 = slice(%qkv) {{start=[0,0,0], limit=[2,32,128], strides=[1,1,1]}} : f32[2,32,128]
+    %k0 = slice(%qkv) {{start=[0,0,128], limit=[2,32,256], strides=[1,1,1]}} : f32[2,32,128]
+    %v0 = slice(%qkv) {{start=[0,0,256], limit=[2,32,384], strides=[1,1,1]}} : f32[2,32,128]
+    %q = reshape(%q0) : f32[2,32,4,32]
+    %k = reshape(%k0) : f32[2,32,4,32]
+    %v = reshape(%v0) : f32[2,32,4,32]
+    %s = dot_general(%q, %k) {{lhs_batch=[0,2], rhs_batch=[0,2], lhs_contracting=[3], rhs_contracting=[3]}} : f32[2,4,32,32]
+    %e = tanh(%s) : f32[2,4,32,32]
+    %o = dot_general(%e, %v) {{lhs_batch=[0,1], rhs_batch=[0,2], lhs_contracting=[3], rhs_contracting=[1]}} : f32[2,4,32,32]
+    %ot = transpose(%o) {{perm=[0,2,1,3]}} : f32[2,32,4,32]
+    %out = reshape(%ot) : f32[2,32,128]
+    %dq = dot_general(%g, %k) {{lhs_batch=[0,1], rhs_batch=[0,2], lhs_contracting=[3], rhs_contracting=[1]}} : f32[2,4,32,32]
+    %dk = dot_general(%g, %q) {{lhs_batch=[0,1], rhs_batch=[0,2], lhs_contracting=[2], rhs_contracting=[1]}} : f32[2,4,32,32]
+    %dv = dot_general(%e, %g) {{lhs_batch=[0,1], rhs_batch=[0,1], lhs_contracting=[2], rhs_contracting=[2]}} : f32[2,4,32,32]
+    %dqt = transpose(%dq) {{perm=[0,2,1,3]}} : f32[2,32,4,32]
+    %dkt = transpose(%dk) {{perm=[0,2,1,3]}} : f32[2,32,4,32]
+    %dvt = transpose(%dv) {{perm=[0,2,1,3]}} : f32[2,32,4,32]
+    %dq2 = reshape(%dqt) : f32[2,32,128]
+    %dk2 = reshape(%dkt) : f32[2,32,128]
+    %dv2 = reshape(%dvt) : f32[2,32,128]
+    %dqkv = concatenate(%dq2, %dk2, %dv2) {{dim=2}} : f32[2,32,384]
+    return %out, %dqkv{}
+  }}
+}})",
+                                         v_returned ? ", %v0" : "");
+    auto m = ir::ParseModule(text);
+    std::vector<ir::Literal> args = {RandomLiteral(DType::kF32, {2, 32, 384}, 80),
+                                     RandomLiteral(DType::kF32, {2, 4, 32, 32}, 81)};
+    const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
+    auto run = [&](bool views, bool chains, const std::vector<ir::Literal>& in, ExecuteStats* stats) {
+      const bool had_views = flags::views(), had_chains = flags::chains();
+      flags::set_views(views);
+      flags::set_chains(chains);
+      auto exe = Compiled().Compile(*m);
+      flags::set_views(had_views);
+      flags::set_chains(had_chains);
+      std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(in));
+      *stats = exe->last_stats();
+      return got;
+    };
+    for (const bool inf : {false, true}) {
+      if (inf) args[0].SetDouble((1 * 32 + 3) * 384 + 40, INFINITY);  // q[1, 3, head 1, 8]
+      const std::string what = fmt::format("v returned {}, inf {}", v_returned, inf);
+      ExecuteStats copies, viewed, unchained;
+      const std::vector<BufferPtr> ref = run(false, true, args, &copies);
+      const std::vector<BufferPtr> got = run(true, true, args, &viewed);
+      const std::vector<BufferPtr> alone = run(true, false, args, &unchained);
+      EXPECT_EQ(copies.copies_folded, 0) << what;
+      EXPECT_EQ(viewed.copies_folded, v_returned ? 7 : 8) << what;
+      EXPECT_EQ(unchained.copies_folded, viewed.copies_folded) << what;
+      EXPECT_EQ(viewed.kernels_run, copies.kernels_run - viewed.copies_folded) << what;
+      ASSERT_EQ(got.size(), want.size()) << what;
+      for (size_t r = 0; r < got.size(); ++r) {
+        EXPECT_TRUE(testutil::SameBits(*ref[r], *got[r])) << what << ": result " << r << " differs from the copies'";
+        EXPECT_TRUE(testutil::SameBits(*ref[r], *alone[r])) << what << ": result " << r << " unchained";
+        if (inf) continue;
+        for (int64_t i = 0; i < want[r]->NumElements(); ++i)
+          ASSERT_NEAR(got[r]->GetDouble(i), want[r]->GetDouble(i), 1e-4 * (1 + std::abs(want[r]->GetDouble(i))))
+              << what << ": result " << r << " element " << i;
+      }
+    }
+  }
+}
+
 // Note [Products side by side] (cpu_pairs.cc): a linear layer's two gradient products (dx and
 // dw, independent, equal work) run as one pool call of two whole products on a two-thread pool;
 // a product that reads the one before it does not pair. Results as the interpreter's, and the
