@@ -291,18 +291,23 @@ void ArrangeResult(const Node& node, Literal& out, const ProductDims& p, const V
 #else
 #define AXLE_VECTOR_CLONES
 #endif
+// An element is an inf or NaN when its exponent bits are all ones, that is when adding the lowest
+// exponent bit to them carries into the sign bit: bad collects (b & kExp) + kExpLow for every b and
+// its sign bit answers. Three integer ops a vector, no compares (the compare-and-mask form read
+// 256 KB in cache at 68 GB/s on a Zen 4 core, this one at 86).
 // Blocks of a fixed 64, then 16 elements: GCC's -O2 vectoriser (its "very cheap" cost model) only
 // takes loops whose trip count it knows. The 16s are for the rows of a product written into a view
 // (Note [Products into views]): an attention head's 32 floats a row, which the 64s left to the
 // scalar tail (0.6 us an item, slower than the copy the view saved).
 template <typename T, typename Bits, Bits kExp, int64_t kBlock>
 inline void OrBlocks(const T* p, int64_t n, int64_t& i, Bits& bad) {
+  constexpr Bits kExpLow = kExp & ~(kExp << 1);
   for (; i + kBlock <= n; i += kBlock) {
     const T* q = p + i;
     for (int64_t j = 0; j < kBlock; ++j) {
       Bits b;
       std::memcpy(&b, q + j, sizeof(b));
-      bad |= static_cast<Bits>((b & kExp) == kExp);
+      bad |= static_cast<Bits>((b & kExp) + kExpLow);
     }
   }
 }
@@ -315,13 +320,9 @@ inline bool AnyNonFiniteImpl(const T* p, int64_t rows, int64_t cols, int64_t ld)
     int64_t i = 0;
     OrBlocks<T, Bits, kExp, 64>(row, cols, i, bad);
     OrBlocks<T, Bits, kExp, 16>(row, cols, i, bad);
-    for (; i < cols; ++i) {
-      Bits b;
-      std::memcpy(&b, row + i, sizeof(b));
-      bad |= static_cast<Bits>((b & kExp) == kExp);
-    }
+    OrBlocks<T, Bits, kExp, 1>(row, cols, i, bad);
   }
-  return bad != 0;
+  return (bad >> (sizeof(Bits) * 8 - 1)) != 0;
 }
 AXLE_VECTOR_CLONES bool AnyNonFinite32(const float* p, int64_t rows, int64_t cols, int64_t ld) {
   return AnyNonFiniteImpl<float, uint32_t, 0x7f800000u>(p, rows, cols, ld);
