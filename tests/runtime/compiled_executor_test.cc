@@ -299,6 +299,50 @@ TEST(CompiledExecutorTest, ProductsReadAndWriteViewsInsteadOfCopies) {
   }
 }
 
+// Note [Products into views] with Note [Products side by side]: a linear layer's two gradient
+// products read dy as a slice of a wider buffer in place, side by side; the bits are those of the
+// sliced copy's run.
+TEST(CompiledExecutorTest, PairedProductsReadASliceInPlace) {
+  if (ThreadPool::Global().num_threads() != 2) GTEST_SKIP() << "pairs are formed on a two-thread pool";
+  constexpr const char* kGrads = R"(module @grads_of_a_slice {
+  func @main {
+    %x = parameter() {index=0} : f32[64,128]
+    %w = parameter() {index=1} : f32[256,128]
+    %both = parameter() {index=2} : f32[64,512]
+    %dy = slice(%both) {start=[0,256], limit=[64,512], strides=[1,1]} : f32[64,256]
+    %dx = dot_general(%dy, %w) {lhs_batch=[], rhs_batch=[], lhs_contracting=[1], rhs_contracting=[0]} : f32[64,128]
+    %dw = dot_general(%dy, %x) {lhs_batch=[], rhs_batch=[], lhs_contracting=[0], rhs_contracting=[0]} : f32[256,128]
+    return %dx, %dw
+  }
+})";
+  auto m = ir::ParseModule(kGrads);
+  const std::vector<ir::Literal> args = {RandomLiteral(DType::kF32, {64, 128}, 4),
+                                         RandomLiteral(DType::kF32, {256, 128}, 5),
+                                         RandomLiteral(DType::kF32, {64, 512}, 6)};
+  const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
+  auto run = [&](bool views, ExecuteStats* stats) {
+    const bool before = flags::views();
+    flags::set_views(views);
+    auto exe = Compiled().Compile(*m);
+    flags::set_views(before);
+    std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(args));
+    *stats = exe->last_stats();
+    return got;
+  };
+  ExecuteStats viewed, copied;
+  const std::vector<BufferPtr> got = run(true, &viewed);
+  const std::vector<BufferPtr> ref = run(false, &copied);
+  EXPECT_EQ(viewed.copies_folded, 1);
+  EXPECT_EQ(viewed.products_paired, 2);
+  EXPECT_EQ(copied.products_paired, 2);
+  for (size_t k = 0; k < want.size(); ++k) {
+    EXPECT_TRUE(testutil::SameBits(*ref[k], *got[k])) << "result " << k;
+    for (int64_t i = 0; i < want[k]->NumElements(); ++i)
+      ASSERT_NEAR(got[k]->GetDouble(i), want[k]->GetDouble(i), 1e-4 * (1 + std::abs(want[k]->GetDouble(i))))
+          << "result " << k << " element " << i;
+  }
+}
+
 // Note [Products side by side] (cpu_pairs.cc): a linear layer's two gradient products (dx and
 // dw, independent, equal work) run as one pool call of two whole products on a two-thread pool;
 // a product that reads the one before it does not pair. Results as the interpreter's, and the
