@@ -155,12 +155,25 @@ Value* ClampIndices(Builder& b, Value* idx, int64_t size) {
 
 // gather(x, idx): g scatter-added into zeros at the positions gather read. gather clamps
 // out-of-range indices while scatter_add drops them, so the indices are clamped first.
+// One index per row along the last dim (every other dim a batch dim: a loss's target logit) is
+// a one-hot select instead, g where the column is the row's index and 0 elsewhere: elementwise,
+// so fusion folds it into its reader, where the scatter wrote a zero-filled [rows, classes]
+// buffer (GPT-2 small's logits: 1 MB filled and then scattered into, every step). The values
+// are the scatter's (g, or 0), but for the sign of a zero g.
 Cotangents GatherVjp(Builder& b, const Node& n, G g) {
   const auto& a = n.attrs_as<ir::GatherAttrs>();
   Value* x = X(n);
   if (x->shape().dim(a.axis) == 0 || g[0]->type().NumElements() == 0)
     return {Zeros(b, x->type()), nullptr};
   Value* idx = ClampIndices(b, X(n, 1), x->shape().dim(a.axis));
+  const int64_t rank = x->type().rank();
+  if (a.axis == rank - 1 && a.batch_dims == a.axis && idx->type().rank() == rank && idx->shape().dim(a.axis) == 1) {
+    std::vector<int64_t> all(static_cast<size_t>(rank));
+    for (int64_t d = 0; d < rank; ++d) all[static_cast<size_t>(d)] = d;
+    Value* column = b.Iota(ir::TensorType(idx->dtype(), x->shape()), a.axis);
+    Value* hit = Cmp(b, CompareDir::kEq, column, Broadcast(b, idx, x->shape(), all));
+    return {b.Select(hit, Broadcast(b, g[0], x->shape(), all), Zeros(b, x->type())), nullptr};
+  }
   return {b.Build1(OpKind::kScatterAdd, {Zeros(b, x->type()), idx, g[0]}, a), nullptr};
 }
 
