@@ -107,6 +107,11 @@ TEST(GradMovementTest, Gather) {
     return b.Build1(OpKind::kGather, {p[0], I32(b, {3, 2}, {0, 3, 1, 1, 2, 9})},
                     ir::GatherAttrs{1, 1});
   });
+  // One index per row along the last dim: the gradient is a one-hot select (out-of-range
+  // indices clamped, as gather reads them).
+  CheckGradients("gather one index a row", {F64({2, 3, 4})}, [](Builder& b, const Values& p) {
+    return b.Build1(OpKind::kGather, {p[0], I32(b, {2, 3, 1}, {3, 0, 9, -2, 1, 1})}, ir::GatherAttrs{2, 2});
+  });
 }
 
 TEST(GradMovementTest, ScatterAdd) {
