@@ -138,8 +138,10 @@ bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
     const Cut cut = ProductCut(steps[j], slices, threads);
     const int64_t p = partner(j);
     if (cut == Cut::kRows) return p < 0;
-    return cut == Cut::kItems &&
-           (p < 0 || cpu::ChainSlices(*steps[static_cast<size_t>(p)].node, threads, steps[static_cast<size_t>(p)].views) > 0);
+    if (cut != Cut::kItems) return false;
+    if (p < 0) return true;
+    const Step& other = steps[static_cast<size_t>(p)];
+    return cpu::ChainSlices(*other.node, threads, other.views) > 0;
   };
   auto is_product = [](const Step& st) { return st.kind == Step::kKernel && st.node->op() == OpKind::kDotGeneral; };
   std::unordered_set<int> viewed;  // slots products write through views (Note [Products into views])
@@ -171,7 +173,8 @@ bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
         before.push_back(j);
         continue;
       }
-      if (reads && (!ReadsBySlices(st, slices, threads, internal, viewed) || (st.kind == Step::kKernel && !member(j, slices))))
+      if (reads && (!ReadsBySlices(st, slices, threads, internal, viewed) ||
+                    (st.kind == Step::kKernel && !member(j, slices))))
         break;
       linked = linked || reads;
       members.push_back(j);
@@ -276,8 +279,9 @@ void CpuExecutable::RunChain(RunState& rs, const Step* chain, std::vector<SlotSt
           const GeneratedKernel& g = *st.generated;
           const int64_t per = g.elements / slices;
           if (mi.bound) g.fn(mi.call.in.data(), mi.call.out.data(), lo * per, hi * per);
-        } else if (!(st.by_rows ? cpu::DotRowBlocks(*st.node, mi.ops, *mi.out, lo, hi, static_cast<int>(slices), st.views)
-                                : cpu::DotItems(*st.node, mi.ops, *mi.out, lo, hi, st.views))) {
+        } else if (!(st.by_rows
+                         ? cpu::DotRowBlocks(*st.node, mi.ops, *mi.out, lo, hi, static_cast<int>(slices), st.views)
+                         : cpu::DotItems(*st.node, mi.ops, *mi.out, lo, hi, st.views))) {
           finite.store(false, std::memory_order_relaxed);
         }
       }

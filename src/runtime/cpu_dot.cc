@@ -139,9 +139,9 @@ bool Collapses(const Shape& shape, const std::vector<int64_t>& xs, const std::ve
   return true;
 }
 
-// Whether Arrange reads an operand of `shape` stored with strides `xs` in place (no copy): the two groups of dims each
-// index like one dim, with the second innermost (or, trans, the first), and stored rows do not
-// overlap (BLAS needs ld >= the stored row length; the layout guarantees it when the groups
+// Whether Arrange reads an operand of `shape` stored with strides `xs` in place (no copy): the
+// two groups of dims each index like one dim, with the second innermost (or, trans, the first),
+// and stored rows do not overlap (BLAS needs ld >= the stored row length; the layout guarantees it when the groups
 // collapse, checked anyway). Sets the groups' strides.
 bool InPlaceLayout(const Shape& shape, const std::vector<int64_t>& xs, const std::vector<int64_t>& first,
                    const std::vector<int64_t>& second, bool* trans, int64_t* s_first, int64_t* s_second) {
@@ -539,12 +539,19 @@ int64_t BlasMinFlops() { return g_blas_min_flops.load(std::memory_order_relaxed)
 int64_t DotOperandCopies() { return g_operand_copies.load(std::memory_order_relaxed); }
 void SetBlasMinFlops(int64_t flops) { g_blas_min_flops.store(flops, std::memory_order_relaxed); }
 
+namespace {
+template <typename T>
+bool PlainDotKernel(const Node& node, Operands ops, Literal& out) {
+  return DotKernelT<T>(node, ops, out, DotViews{});
+}
+}  // namespace
+
 KernelChoice SelectDotKernel(const Node& node) {
   KernelChoice c;
   if (node.op() != ir::OpKind::kDotGeneral) return c;
   const DType t = node.result()->dtype();
-  if (t == DType::kF32) c.fn = [](const Node& n, Operands ops, Literal& out) { return DotKernelT<float>(n, ops, out, {}); };
-  if (t == DType::kF64) c.fn = [](const Node& n, Operands ops, Literal& out) { return DotKernelT<double>(n, ops, out, {}); };
+  if (t == DType::kF32) c.fn = PlainDotKernel<float>;
+  if (t == DType::kF64) c.fn = PlainDotKernel<double>;
   c.name = "dot_general";
   return c;
 }
