@@ -30,6 +30,8 @@ std::string DefaultCacheDir();
     "A CompiledFunction (axle/compile.h) replays its recorded step without tracing once two calls traced the same graph (0 = trace every call).") \
   X(bool, chains, true,                                                                      \
     "The CPU executor runs a batched product and the kernels that read it slice by slice, each thread its slices of all of them (Note [Batch-sliced chains]); 0 = kernel by kernel.") \
+  X(bool, groups, true,                                                                      \
+    "The CPU executor runs consecutive independent loop kernels as one pool call, their elements claimed as one loop (Note [Independent kernels as one loop]); 0 = one call each.") \
   X(bool, views, true,                                                                       \
     "The CPU executor lets products read slices of a buffer and write into a transpose's or concatenation's result in place of those copies (Note [Products into views]); 0 = copy.") \
   X(bool, cache, true,                                                                       \

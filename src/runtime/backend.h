@@ -54,6 +54,8 @@ struct ExecuteStats {
   // Copies (slices, transposes, concatenations) not run because products read or write their
   // values in place (Note [Products into views]).
   int64_t copies_folded = 0;
+  // Independent generated kernels run as one pool call (Note [Independent kernels as one loop]).
+  int64_t grouped_kernels = 0;
 };
 
 // How an executable came to be (the frontend's metrics count compiles and disk hits apart).

@@ -232,6 +232,7 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
     for (int s : st.results) add(s);
   }
   MarkBesidePairs(steps_);
+  MarkGroups(steps_);
 }
 
 void CpuExecutable::CheckArguments(const std::vector<BufferPtr>& args) const {
@@ -320,7 +321,7 @@ BufferPtr CpuExecutable::Allocate(RunState& rs, const ir::TensorType& type, bool
 // of its type that the kernel reads only at the loop index (in place: the loop reads element i
 // before it writes element i), a recycled buffer, or new memory.
 bool CpuExecutable::BindGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots, bool in_place,
-                                  GeneratedCall& call) {
+                                  GeneratedCall& call, const std::vector<int>* shared) {
   const GeneratedKernel& g = *st.generated;
   call.in.resize(st.operands.size());
   call.out.resize(st.results.size());
@@ -337,7 +338,8 @@ bool CpuExecutable::BindGenerated(RunState& rs, const Step& st, std::vector<Slot
       SlotState& src = slots[static_cast<size_t>(s)];
       if (taken[j] || !g.input_at_index[j] || !src.writable || src.buf.use_count() != 1 ||
           src.buf->dtype() != type.dtype || src.buf->NumElements() != type.NumElements() ||
-          std::find(st.release.begin(), st.release.end(), s) == st.release.end())
+          std::find(st.release.begin(), st.release.end(), s) == st.release.end() ||
+          (shared != nullptr && std::find(shared->begin(), shared->end(), s) != shared->end()))
         continue;
       taken[j] = true;
       buf = src.buf;  // the input slot keeps its reference until released after the step
@@ -479,6 +481,14 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
     if (st.chain > 0) {
       RunChain(rs, &st, slots);
       const size_t last = k + static_cast<size_t>(st.chain) - 1;
+      for (; k <= last; ++k)
+        for (int s : steps_[k].release) Release(rs, slots, s);
+      --k;
+      continue;
+    }
+    if (st.group > 0) {
+      RunGroup(rs, &st, slots);
+      const size_t last = k + static_cast<size_t>(st.group) - 1;
       for (; k <= last; ++k)
         for (int s : steps_[k].release) Release(rs, slots, s);
       --k;

@@ -48,6 +48,9 @@ struct Step {
   // one included) run as one chain, cut into `slices` slices of their batch or rows; in_chain on
   // each.
   int chain = 0;
+  // Note [Independent kernels as one loop] (cpu_groups.cc): on a group's first step, how many
+  // steps (this one included) run as one pool call.
+  int group = 0;
   int64_t slices = 0;
   bool in_chain = false;
   bool by_rows = false;  // a product of a chain cut into blocks of rows (else into batch items)
@@ -57,7 +60,7 @@ struct Step {
   cpu::DotViews views;
   const ir::Value* into = nullptr;
   std::string label;        // AXLE_PROFILE only
-  std::string chain_label;  // AXLE_PROFILE only: on a chain's first step, the chain's label
+  std::string chain_label;  // AXLE_PROFILE only: on a chain's or group's first step, its label
 };
 
 struct SlotState {
@@ -104,6 +107,8 @@ class CpuExecutable final : public Executable {
   void Plan(std::vector<PlanItem> items);
   bool MarkChains(std::vector<Step>& steps) const;  // Note [Batch-sliced chains]; true when steps moved
   void RunChain(RunState& rs, const Step* chain, std::vector<SlotState>& slots);
+  void MarkGroups(std::vector<Step>& steps) const;  // Note [Independent kernels as one loop]
+  void RunGroup(RunState& rs, const Step* group, std::vector<SlotState>& slots);
   bool HoistBesidePairs(std::vector<Step>& steps) const;  // Note [Kernels beside a pair]
   void MarkBesidePairs(std::vector<Step>& steps) const;  // a pair's fillers and followers
   std::vector<BufferPtr> Run(std::vector<BufferPtr> args, RunState& rs);
@@ -115,7 +120,10 @@ class CpuExecutable final : public Executable {
     std::vector<const void*> in;
     std::vector<void*> out;
   };
-  bool BindGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots, bool in_place, GeneratedCall& call);
+  // `shared`: slots an output may not take in place even when they die here (another kernel of
+  // the same pool call reads them).
+  bool BindGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots, bool in_place, GeneratedCall& call,
+                     const std::vector<int>* shared = nullptr);
   static void CallGenerated(const GeneratedKernel& g, const GeneratedCall& call);
   // The same on this thread alone (beside a pair).
   static void CallGeneratedInline(const GeneratedKernel& g, const GeneratedCall& call);

@@ -1,0 +1,150 @@
+// Independent kernels as one loop: consecutive generated loop kernels that read none of each
+// other's results run as one pool call (Note [Independent kernels as one loop]); planned when the
+// executable is built (MarkGroups), run by RunGroup.
+#include <algorithm>
+#include <chrono>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "core/flags.h"
+#include "runtime/cpu_executor_internal.h"
+#include "runtime/profile.h"
+#include "runtime/thread_pool.h"
+
+namespace axle::runtime::internal {
+
+// Note [Independent kernels as one loop]
+// The optimizer's update is one fused kernel per parameter (AdamW: p, m and v from p, m, v and
+// the gradient), back to back at the end of the step, read by nothing else in it: GPT-2 small
+// has 7 of 16K-65K elements and 18 of at most 512. Each one was its own pool call: the large ones
+// split in 4 chunks a thread and waited for their slower half, the small ones ran on one thread
+// at ~1 us of overhead each, and the pool thread sat idle for ~80 us of the ~260 the updates took
+// (AXLE_TRACE, vCPUs near). So MarkGroups takes each run of at least two consecutive generated
+// loop kernels (no reductions, copies, chain members or pairs' fillers) in which no kernel reads
+// another's result, and RunGroup binds all their buffers, cuts every kernel's elements into
+// pieces of half a parallel chunk (a kernel under that is one piece) and lets the threads claim
+// the pieces as one loop, each its own half first (so each thread keeps updating the same
+// parameters' state every step, Note [Chunks stay on their thread]). An element is computed by
+// the same code whatever piece it falls in, so the bits do not change. An input that dies in the
+// group may become its own kernel's output (in place) only if no other kernel of the group reads
+// it. AXLE_GROUPS=0 runs them one call each.
+namespace {
+
+bool Groupable(const Step& st) {
+  if (st.kind != Step::kGenerated || st.in_chain || st.chain > 0 || st.pair_next) return false;
+  const GeneratedKernel& g = *st.generated;
+  return g.fn != nullptr && !g.is_copy && !g.reduction && g.row_blocks == 1 && g.elements > 0;
+}
+
+bool ReadsAnyOf(const Step& st, const std::unordered_set<int>& slots) {
+  return std::any_of(st.operands.begin(), st.operands.end(), [&](int s) { return slots.count(s) > 0; });
+}
+
+// Pieces a group may be cut into at most (a pool call's chunk numbers are 16 bits).
+constexpr int64_t kMaxPieces = 4096;
+
+}  // namespace
+
+void CpuExecutable::MarkGroups(std::vector<Step>& steps) const {
+  if (ThreadPool::Global().num_threads() < 2 || !flags::groups()) return;
+  size_t k = 0;
+  while (k < steps.size()) {
+    const Step& first = steps[k];
+    if (first.chain > 0) {
+      k += static_cast<size_t>(first.chain);
+      continue;
+    }
+    if (first.pair_next) {  // the pair, its fillers and its followers run as one pool call already
+      k += 2 + static_cast<size_t>(first.fillers + first.followers);
+      continue;
+    }
+    if (!Groupable(first)) {
+      ++k;
+      continue;
+    }
+    std::unordered_set<int> made(first.results.begin(), first.results.end());
+    size_t j = k + 1;
+    for (; j < steps.size() && Groupable(steps[j]) && !ReadsAnyOf(steps[j], made); ++j)
+      made.insert(steps[j].results.begin(), steps[j].results.end());
+    if (j - k >= 2) {
+      steps[k].group = static_cast<int>(j - k);
+      if (profile::Labeling()) {
+        std::string label;
+        for (size_t i = k; i < j; ++i) label += (i > k ? "; " : "") + steps[i].label;
+        steps[k].chain_label = fmt::format("group/{}{{{}}}", j - k, label);
+      }
+    }
+    k = j;
+  }
+}
+
+void CpuExecutable::RunGroup(RunState& rs, const Step* group, std::vector<SlotState>& slots) {
+  const int members = group[0].group;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Slots more than one member reads: no member writes them in place.
+  std::vector<int> shared;
+  {
+    std::unordered_set<int> seen;
+    for (int i = 0; i < members; ++i) {
+      const std::unordered_set<int> mine(group[i].operands.begin(), group[i].operands.end());
+      for (int s : mine)
+        if (!seen.insert(s).second) shared.push_back(s);
+    }
+  }
+  std::vector<GeneratedCall> calls(static_cast<size_t>(members));
+  std::vector<char> bound(static_cast<size_t>(members), 0);
+  for (int i = 0; i < members; ++i) {
+    try {
+      bound[static_cast<size_t>(i)] =
+          BindGenerated(rs, group[i], slots, /*in_place=*/true, calls[static_cast<size_t>(i)], &shared);
+    } catch (const Error& e) {
+      throw StepError(group[i], e);
+    }
+  }
+  struct Piece {
+    int member;
+    int64_t begin, end;
+  };
+  int64_t total = 0;
+  for (int i = 0; i < members; ++i)
+    if (bound[static_cast<size_t>(i)]) total += group[i].generated->elements;
+  std::vector<Piece> pieces;
+  for (int i = 0; i < members; ++i) {
+    if (!bound[static_cast<size_t>(i)]) continue;
+    const GeneratedKernel& g = *group[i].generated;
+    const int64_t chunk = g.min_chunk > 0 ? g.min_chunk : kParallelElements;
+    const int64_t grain = std::max({int64_t{1}, chunk / 2, (total + kMaxPieces - 1) / kMaxPieces});
+    for (int64_t b = 0; b < g.elements; b += grain) pieces.push_back({i, b, std::min(g.elements, b + grain)});
+  }
+  auto run = [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) {
+      const Piece& q = pieces[static_cast<size_t>(p)];
+      const GeneratedCall& call = calls[static_cast<size_t>(q.member)];
+      group[q.member].generated->fn(call.in.data(), call.out.data(), q.begin, q.end);
+    }
+  };
+  const int64_t n = static_cast<int64_t>(pieces.size());
+  {
+    ThreadPool::CallLabel chunks(group[0].chain_label);
+    if (total >= kParallelElements && n > 1)
+      ThreadPool::Global().ParallelFor(n, 1, run, static_cast<int>(n));
+    else
+      run(0, n);
+  }
+  int64_t bytes = 0;
+  for (int i = 0; i < members; ++i) {
+    ++rs.stats.kernels_run;
+    ++rs.stats.grouped_kernels;
+    Produced(rs, group[i], slots);
+    if (profile::Enabled()) bytes += StepBytes(group[i]);
+  }
+  if (!group[0].chain_label.empty()) {
+    const auto t1 = std::chrono::steady_clock::now();
+    if (profile::Enabled())
+      profile::Record(group[0].chain_label, std::chrono::duration<double>(t1 - t0).count(), bytes, n > 1);
+    profile::TraceSpan(group[0].chain_label, t0, t1);
+  }
+}
+
+}  // namespace axle::runtime::internal
