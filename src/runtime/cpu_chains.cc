@@ -297,8 +297,7 @@ void CpuExecutable::RunChain(RunState& rs, const Step* chain, std::vector<SlotSt
       try {
         if (st.kind == Step::kGenerated) {
           if (mi.bound) CallGenerated(*st.generated, mi.call);
-        } else if (!(st.views.plain() ? st.kernel.fn(*st.node, mi.ops, *mi.out)
-                                      : cpu::DotKernel(*st.node, mi.ops, *mi.out, st.views))) {
+        } else if (!RunKernel(st, mi.ops, *mi.out)) {
           ++rs.stats.fallback_kernels;
           const Literal res = std::move(ir::EvaluateNode(*st.node, mi.ops, rs.device.device)[0]);
           std::memcpy(mi.out->mutable_bytes().data(), res.bytes().data(), res.bytes().size());
@@ -308,19 +307,7 @@ void CpuExecutable::RunChain(RunState& rs, const Step* chain, std::vector<SlotSt
       }
     }
   }
-  int64_t bytes = 0;
-  for (int i = 0; i < members; ++i) {
-    ++rs.stats.kernels_run;
-    ++rs.stats.chained_kernels;
-    Produced(rs, chain[i], slots);
-    if (profile::Enabled()) bytes += StepBytes(chain[i]);
-  }
-  if (!chain[0].chain_label.empty()) {
-    const auto t1 = std::chrono::steady_clock::now();
-    if (profile::Enabled())
-      profile::Record(chain[0].chain_label, std::chrono::duration<double>(t1 - t0).count(), bytes, true);
-    profile::TraceSpan(chain[0].chain_label, t0, t1);
-  }
+  RanTogether(rs, chain, members, &ExecuteStats::chained_kernels, t0, /*parallel=*/true, slots);
 }
 
 }  // namespace axle::runtime::internal

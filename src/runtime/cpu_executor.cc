@@ -273,6 +273,23 @@ int64_t CpuExecutable::StepBytes(const Step& st) const {
   return bytes;
 }
 
+void CpuExecutable::RanTogether(RunState& rs, const Step* first, int count, int64_t ExecuteStats::*counter,
+                                std::chrono::steady_clock::time_point t0, bool parallel,
+                                std::vector<SlotState>& slots) const {
+  int64_t bytes = 0;
+  for (int i = 0; i < count; ++i) {
+    ++rs.stats.kernels_run;
+    ++(rs.stats.*counter);
+    Produced(rs, first[i], slots);
+    if (profile::Enabled()) bytes += StepBytes(first[i]);
+  }
+  if (first[0].chain_label.empty()) return;
+  const auto t1 = std::chrono::steady_clock::now();
+  if (profile::Enabled())
+    profile::Record(first[0].chain_label, std::chrono::duration<double>(t1 - t0).count(), bytes, parallel);
+  profile::TraceSpan(first[0].chain_label, t0, t1);
+}
+
 void CpuExecutable::Timed(const Step& st, std::chrono::steady_clock::time_point t0, bool parallel) const {
   const auto t1 = std::chrono::steady_clock::now();
   if (profile::Enabled())
@@ -476,30 +493,27 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
   std::vector<bool> donated_arg(args.size());
   for (size_t k = 0; k < args.size(); ++k) donated_arg[k] = args[k].use_count() == 1;
   std::vector<const Literal*> ops;
+  // Steps k .. k + n - 1 ran as one pool call: their dead slots are released, and k moves past them.
+  auto ran = [&](size_t& k, size_t n) {
+    for (size_t last = k + n - 1; k <= last; ++k)
+      for (int s : steps_[k].release) Release(rs, slots, s);
+    --k;
+  };
   for (size_t k = 0; k < steps_.size(); ++k) {
     const Step& st = steps_[k];
     if (st.chain > 0) {
       RunChain(rs, &st, slots);
-      const size_t last = k + static_cast<size_t>(st.chain) - 1;
-      for (; k <= last; ++k)
-        for (int s : steps_[k].release) Release(rs, slots, s);
-      --k;
+      ran(k, static_cast<size_t>(st.chain));
       continue;
     }
     if (st.group > 0) {
       RunGroup(rs, &st, slots);
-      const size_t last = k + static_cast<size_t>(st.group) - 1;
-      for (; k <= last; ++k)
-        for (int s : steps_[k].release) Release(rs, slots, s);
-      --k;
+      ran(k, static_cast<size_t>(st.group));
       continue;
     }
     if (st.pair_next) {
       RunPair(rs, &st, slots);
-      const size_t last = k + 1 + static_cast<size_t>(st.fillers + st.followers);
-      for (; k <= last; ++k)
-        for (int s : steps_[k].release) Release(rs, slots, s);
-      --k;
+      ran(k, 2 + static_cast<size_t>(st.fillers + st.followers));
       continue;
     }
     const Node& n = *st.node;
@@ -550,7 +564,7 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
             RunCollective(rs, st, slots);
             done = true;
           } else if (st.kernel.fn && !st.views.plain()) {  // Note [Products into views]
-            done = cpu::DotKernel(n, ops, ViewedProductOut(rs, st, slots), st.views);
+            done = RunKernel(st, ops, ViewedProductOut(rs, st, slots));
             AXLE_CHECK(done, "a product with views has no fallback");
           } else if (st.kernel.fn) {  // single-result nodes only
             const ir::TensorType& rtype = n.result()->type();

@@ -63,6 +63,12 @@ struct Step {
   std::string chain_label;  // AXLE_PROFILE only: on a chain's or group's first step, its label
 };
 
+// A kernel step's fast kernel on its operands' buffers, through its product's views when it has
+// them (Note [Products into views]); false: no fast path, run the interpreter's kernel.
+inline bool RunKernel(const Step& st, cpu::Operands ops, Literal& out) {
+  return st.views.plain() ? st.kernel.fn(*st.node, ops, out) : cpu::DotKernel(*st.node, ops, out, st.views);
+}
+
 struct SlotState {
   BufferPtr buf;
   bool writable = false;  // may be overwritten once dead (intermediate or donated storage)
@@ -138,6 +144,11 @@ class CpuExecutable final : public Executable {
   int64_t StepBytes(const Step& st) const;  // operands + results (AXLE_PROFILE)
   // A labelled step that ran from t0 to now: a row of AXLE_PROFILE's table, a span of AXLE_TRACE's.
   void Timed(const Step& st, std::chrono::steady_clock::time_point t0, bool parallel) const;
+  // After a chain or group of `count` steps that ran as one pool call from t0: each counted as
+  // run and in `counter`, its results live, and the call one row of AXLE_PROFILE / span of
+  // AXLE_TRACE under the first step's chain_label.
+  void RanTogether(RunState& rs, const Step* first, int count, int64_t ExecuteStats::*counter,
+                   std::chrono::steady_clock::time_point t0, bool parallel, std::vector<SlotState>& slots) const;
   Error StepError(const Step& st, const Error& e) const;  // e, naming the step's node
   BufferPtr Allocate(RunState& rs, const ir::TensorType& type, bool& donated);
   // The buffer a product with views (Note [Products into views]) writes, bound to its result slot:

@@ -132,19 +132,7 @@ void CpuExecutable::RunGroup(RunState& rs, const Step* group, std::vector<SlotSt
     else
       run(0, n);
   }
-  int64_t bytes = 0;
-  for (int i = 0; i < members; ++i) {
-    ++rs.stats.kernels_run;
-    ++rs.stats.grouped_kernels;
-    Produced(rs, group[i], slots);
-    if (profile::Enabled()) bytes += StepBytes(group[i]);
-  }
-  if (!group[0].chain_label.empty()) {
-    const auto t1 = std::chrono::steady_clock::now();
-    if (profile::Enabled())
-      profile::Record(group[0].chain_label, std::chrono::duration<double>(t1 - t0).count(), bytes, n > 1);
-    profile::TraceSpan(group[0].chain_label, t0, t1);
-  }
+  RanTogether(rs, group, members, &ExecuteStats::grouped_kernels, t0, /*parallel=*/n > 1, slots);
 }
 
 }  // namespace axle::runtime::internal

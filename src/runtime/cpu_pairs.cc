@@ -247,8 +247,7 @@ void CpuExecutable::RunPair(RunState& rs, const Step* pair, std::vector<SlotStat
     const auto t0 = std::chrono::steady_clock::now();
     try {
       if (i < 2) {
-        done[i] = s.views.plain() ? s.kernel.fn(*s.node, ops[i], *out[i])
-                                  : cpu::DotKernel(*s.node, ops[i], *out[i], s.views);
+        done[i] = RunKernel(s, ops[i], *out[i]);
       } else if (bound[static_cast<size_t>(i - 2)] && s.generated->elements > 0) {
         CallGeneratedInline(*s.generated, calls[static_cast<size_t>(i - 2)]);
       }

@@ -105,23 +105,43 @@ std::optional<std::vector<const Node*>> MovementChain(const Step& st) {
   return chain;
 }
 
-// The view of a chain's input inside its output's buffer, given the output's view; nullopt when
-// a slice drops elements or a reshape needs a copy.
+// Node n's operand as a view, given its result's (forward: its result, given its operand's);
+// nullopt when a slice drops elements (only forward keeps a slice) or a reshape needs a copy.
+std::optional<cpu::View> Across(const Node& n, cpu::View v, bool forward) {
+  const std::vector<int64_t> out_dims = n.result()->shape().dims();
+  const std::vector<int64_t> in_dims = n.operand(0)->shape().dims();
+  if (n.op() == OpKind::kSlice) {
+    if (!forward) return std::nullopt;
+    const auto& a = n.attrs_as<ir::SliceAttrs>();
+    for (size_t d = 0; d < in_dims.size(); ++d) {
+      v.offset += a.start[d] * v.strides[d];
+      v.strides[d] *= a.strides[d];
+    }
+    return v;
+  }
+  if (n.op() == OpKind::kTranspose) {  // result dim i is operand dim perm[i]
+    const auto& perm = n.attrs_as<ir::TransposeAttrs>().perm;
+    std::vector<int64_t> s(v.strides.size());
+    for (size_t i = 0; i < perm.size(); ++i) {
+      const size_t p = static_cast<size_t>(perm[i]);
+      if (forward) s[i] = v.strides[p];
+      else s[p] = v.strides[i];
+    }
+    v.strides = std::move(s);
+    return v;
+  }
+  auto s = forward ? Restride(in_dims, v.strides, out_dims) : Restride(out_dims, v.strides, in_dims);
+  if (!s) return std::nullopt;
+  v.strides = std::move(*s);
+  return v;
+}
+
+// The view of a chain's input inside its output's buffer, given the output's view.
 std::optional<cpu::View> Backward(const std::vector<const Node*>& chain, cpu::View v) {
   for (const Node* n : chain) {
-    const std::vector<int64_t> out_dims = n->result()->shape().dims();
-    const std::vector<int64_t> in_dims = n->operand(0)->shape().dims();
-    if (n->op() == OpKind::kSlice) return std::nullopt;
-    if (n->op() == OpKind::kTranspose) {
-      const auto& perm = n->attrs_as<ir::TransposeAttrs>().perm;
-      std::vector<int64_t> s(in_dims.size());
-      for (size_t i = 0; i < perm.size(); ++i) s[static_cast<size_t>(perm[i])] = v.strides[i];
-      v.strides = std::move(s);
-    } else {
-      auto s = Restride(out_dims, v.strides, in_dims);
-      if (!s) return std::nullopt;
-      v.strides = std::move(*s);
-    }
+    auto next = Across(*n, std::move(v), /*forward=*/false);
+    if (!next) return std::nullopt;
+    v = std::move(*next);
   }
   return v;
 }
@@ -129,25 +149,9 @@ std::optional<cpu::View> Backward(const std::vector<const Node*>& chain, cpu::Vi
 // The view of a chain's output inside its input's buffer, given the input's view.
 std::optional<cpu::View> Forward(const std::vector<const Node*>& chain, cpu::View v) {
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-    const Node* n = *it;
-    const std::vector<int64_t> out_dims = n->result()->shape().dims();
-    const std::vector<int64_t> in_dims = n->operand(0)->shape().dims();
-    if (n->op() == OpKind::kSlice) {
-      const auto& a = n->attrs_as<ir::SliceAttrs>();
-      for (size_t d = 0; d < in_dims.size(); ++d) {
-        v.offset += a.start[d] * v.strides[d];
-        v.strides[d] *= a.strides[d];
-      }
-    } else if (n->op() == OpKind::kTranspose) {
-      const auto& perm = n->attrs_as<ir::TransposeAttrs>().perm;
-      std::vector<int64_t> s(out_dims.size());
-      for (size_t i = 0; i < perm.size(); ++i) s[i] = v.strides[static_cast<size_t>(perm[i])];
-      v.strides = std::move(s);
-    } else {
-      auto s = Restride(in_dims, v.strides, out_dims);
-      if (!s) return std::nullopt;
-      v.strides = std::move(*s);
-    }
+    auto next = Across(**it, std::move(v), /*forward=*/true);
+    if (!next) return std::nullopt;
+    v = std::move(*next);
   }
   return v;
 }

@@ -98,6 +98,29 @@ TEST(CompiledExecutorTest, SharedArgumentsAreNeverWritten) {
   for (size_t k = 0; k < 3; ++k) EXPECT_NE(got[k]->bytes().data(), held[k]->bytes().data());
 }
 
+// The CPU plan's switches an executable is compiled under (Note [Batch-sliced chains], [Products
+// into views], [Independent kernels as one loop]).
+struct Planner {
+  bool chains = true, views = true, groups = true;
+};
+
+// Compiles m under `planner` (the flags are restored after) and runs it on `args` (donated);
+// *stats gets the run's counts.
+std::vector<BufferPtr> RunPlanned(const ir::Module& m, const std::vector<ir::Literal>& args, Planner planner,
+                                  ExecuteStats* stats) {
+  const Planner before{flags::chains(), flags::views(), flags::groups()};
+  flags::set_chains(planner.chains);
+  flags::set_views(planner.views);
+  flags::set_groups(planner.groups);
+  auto exe = Compiled().Compile(m);
+  flags::set_chains(before.chains);
+  flags::set_views(before.views);
+  flags::set_groups(before.groups);
+  std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(args));
+  *stats = exe->last_stats();
+  return got;
+}
+
 // Note [Batch-sliced chains] (cpu_chains.cc): runs `text` with chains and kernel by kernel (for
 // `args` and for `args` with one inf), and checks that the chained run ran `chained` kernels in
 // chains, that both runs have the same bits, and that they are the interpreter's within 1e-4.
@@ -106,13 +129,7 @@ void ExpectChainsKeepTheBits(const std::string& text, const std::vector<ir::Lite
   auto m = ir::ParseModule(text);
   const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
   auto run = [&](bool chains, const std::vector<ir::Literal>& in, ExecuteStats* stats) {
-    const bool before = flags::chains();
-    flags::set_chains(chains);
-    auto exe = Compiled().Compile(*m);
-    flags::set_chains(before);
-    std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(in));
-    *stats = exe->last_stats();
-    return got;
+    return RunPlanned(*m, in, Planner{.chains = chains}, stats);
   };
   ExecuteStats with, without;
   const std::vector<BufferPtr> got = run(true, args, &with);
@@ -252,15 +269,7 @@ TEST(CompiledExecutorTest, IndependentKernelsRunAsOneLoop) {
     args.push_back(RandomLiteral(DType::kF32, {sizes[u]}, 91 + 2 * u));
   }
   const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
-  auto run = [&](bool groups, ExecuteStats* stats) {
-    const bool before = flags::groups();
-    flags::set_groups(groups);
-    auto exe = Compiled().Compile(*m);
-    flags::set_groups(before);
-    std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(args));  // donated
-    *stats = exe->last_stats();
-    return got;
-  };
+  auto run = [&](bool groups, ExecuteStats* stats) { return RunPlanned(*m, args, Planner{.groups = groups}, stats); };
   ExecuteStats grouped, alone;
   const std::vector<BufferPtr> got = run(true, &grouped);
   const std::vector<BufferPtr> ref = run(false, &alone);
@@ -322,15 +331,7 @@ TEST(CompiledExecutorTest, ProductsReadAndWriteViewsInsteadOfCopies) {
                                      RandomLiteral(DType::kF32, {2, 4, 32, 32}, 81)};
     const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
     auto run = [&](bool views, bool chains, const std::vector<ir::Literal>& in, ExecuteStats* stats) {
-      const bool had_views = flags::views(), had_chains = flags::chains();
-      flags::set_views(views);
-      flags::set_chains(chains);
-      auto exe = Compiled().Compile(*m);
-      flags::set_views(had_views);
-      flags::set_chains(had_chains);
-      std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(in));
-      *stats = exe->last_stats();
-      return got;
+      return RunPlanned(*m, in, Planner{.chains = chains, .views = views}, stats);
     };
     for (const bool inf : {false, true}) {
       if (inf) args[0].SetDouble((1 * 32 + 3) * 384 + 40, INFINITY);  // q[1, 3, head 1, 8]
@@ -377,15 +378,7 @@ TEST(CompiledExecutorTest, PairedProductsReadASliceInPlace) {
                                          RandomLiteral(DType::kF32, {256, 128}, 5),
                                          RandomLiteral(DType::kF32, {64, 512}, 6)};
   const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
-  auto run = [&](bool views, ExecuteStats* stats) {
-    const bool before = flags::views();
-    flags::set_views(views);
-    auto exe = Compiled().Compile(*m);
-    flags::set_views(before);
-    std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(args));
-    *stats = exe->last_stats();
-    return got;
-  };
+  auto run = [&](bool views, ExecuteStats* stats) { return RunPlanned(*m, args, Planner{.views = views}, stats); };
   ExecuteStats viewed, copied;
   const std::vector<BufferPtr> got = run(true, &viewed);
   const std::vector<BufferPtr> ref = run(false, &copied);
