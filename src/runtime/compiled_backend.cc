@@ -108,7 +108,7 @@ std::unique_ptr<Executable> CompileModule(const ir::Module& module, DiskCache* c
       g.min_chunk = kern.reduced * kern.num_elements >= kParallelElements ? 1 : g.row_blocks + 1;
     else if (kern.reduce != nullptr && kern.column)
       g.chunks_per_thread = 1;
-    g.reduction = kern.reduce != nullptr;
+    g.reduction = kern.reduce != nullptr || codegen::IsRowKernel(kern);
     if (profile::Labeling())
       g.label = fmt::format("{} {}", codegen::DescribeKernel(kern), DTypeName(kern.outputs[0]->dtype()));
     items.push_back({nullptr, static_cast<int>(generated.size())});

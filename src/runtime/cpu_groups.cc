@@ -69,6 +69,10 @@ void CpuExecutable::MarkGroups(std::vector<Step>& steps) const {
       made.insert(steps[j].results.begin(), steps[j].results.end());
     if (j - k >= 2) {
       steps[k].group = static_cast<int>(j - k);
+      std::unordered_set<int> seen;
+      for (size_t i = k; i < j; ++i)
+        for (int s : std::unordered_set<int>(steps[i].operands.begin(), steps[i].operands.end()))
+          if (!seen.insert(s).second) steps[k].group_shared.push_back(s);
       if (profile::Labeling()) {
         std::string label;
         for (size_t i = k; i < j; ++i) label += (i > k ? "; " : "") + steps[i].label;
@@ -82,16 +86,7 @@ void CpuExecutable::MarkGroups(std::vector<Step>& steps) const {
 void CpuExecutable::RunGroup(RunState& rs, const Step* group, std::vector<SlotState>& slots) {
   const int members = group[0].group;
   const auto t0 = std::chrono::steady_clock::now();
-  // Slots more than one member reads: no member writes them in place.
-  std::vector<int> shared;
-  {
-    std::unordered_set<int> seen;
-    for (int i = 0; i < members; ++i) {
-      const std::unordered_set<int> mine(group[i].operands.begin(), group[i].operands.end());
-      for (int s : mine)
-        if (!seen.insert(s).second) shared.push_back(s);
-    }
-  }
+  const std::vector<int>& shared = group[0].group_shared;  // no member writes these in place
   std::vector<GeneratedCall> calls(static_cast<size_t>(members));
   std::vector<char> bound(static_cast<size_t>(members), 0);
   for (int i = 0; i < members; ++i) {
