@@ -34,6 +34,8 @@ std::string DefaultCacheDir();
     "The CPU executor runs consecutive independent loop kernels as one pool call, their elements claimed as one loop (Note [Independent kernels as one loop]); 0 = one call each.") \
   X(bool, views, true,                                                                       \
     "The CPU executor lets products read slices of a buffer and write into a transpose's or concatenation's result in place of those copies (Note [Products into views]); 0 = copy.") \
+  X(bool, transpose_b, true,                                                                 \
+    "A product whose B is stored transposed copies it to [K, N] first where oneDNN's AVX-512 sgemm is faster so (Note [B transposed for oneDNN]); 0 = leave B as it is.") \
   X(bool, cache, true,                                                                       \
     "Use the on-disk cache of compiled artifacts (0 = neither read nor write it).")          \
   X(std::string, cache_dir, DefaultCacheDir(),                                               \

@@ -18,6 +18,11 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
+#include "core/flags.h"
 #include "ir/shape_inference.h"
 #include "runtime/blas.h"
 #include "runtime/cpu_kernels.h"
@@ -31,6 +36,7 @@ using ir::Node;
 
 std::atomic<int64_t> g_blas_min_flops{32 * 32 * 32};
 std::atomic<int64_t> g_operand_copies{0};
+std::atomic<int64_t> g_transposed_operands{0};
 
 // Note [BLAS threads]
 // OpenBLAS runs its own thread pool, and its threads keep spinning for a while after a call: the
@@ -413,12 +419,44 @@ void ExactRows(const Mat<T>& a, const Mat<T>& b, const CMat<T>& c, int64_t M, in
   }
 }
 
+// Note [B transposed for oneDNN]
+// oneDNN's AVX-512 sgemm is slower on B stored transposed (C = A B^T, B as [N, K]) than on B as
+// [K, N] when the contraction is long and B narrow: one Zen 4 core, warm, M = 512, the NT call
+// took 14% longer than NN at K = 512, N = 64, 8% at N = 128, 3% at N = 512; 23% at K = 1024,
+// N = 64; 2-6% for every K <= 256 (/tmp-style sweep in bench/README.md, session 30). GPT-2
+// small's MLP input gradient dx = dh w^T (512 x 128 x 512) is such a product, the longer one of
+// its backward pair (Note [Products side by side]): 656 us against the weight gradient's 596,
+// the other thread waiting. So an item whose B is transposed with K >= kTransposeMinK,
+// N <= K / 4 and at least kTransposeMinRows rows of A to share the copy gets B copied into its
+// [K, N] layout first (TransposeInto, 4 x 4 blocks of SSE shuffles: ~0.2 ns a float) and runs as
+// A B: that dx took 610 us. Where the penalty is smaller the copy costs about what it saves (the
+// shorter products of the same step, measured in place: no gain, or a loss when B was cold).
+// Whole items only: a product cut into tiles (Note [Product tiles]) would copy B once per tile.
+// The rule reads only the product's shape and layout, so which call computes an item, and so its
+// bits, never depends on the schedule. Measured on AVX-512 only: elsewhere B stays as it is.
+constexpr int64_t kTransposeMinK = 512;
+constexpr int64_t kTransposeMinRows = 256;
+constexpr int64_t kTransposeMaxElements = int64_t{1} << 22;  // a 16 MB copy at most
+
 // Batch item i of the product through BLAS; false when the block BLAS wrote holds an inf or NaN.
 // The one call for item i, whether the whole product runs or a chain's slice of it.
 template <typename T>
 bool GemmItem(const BlasLibrary& lib, const Mat<T>& a, const Mat<T>& b, const CMat<T>& c, int64_t M, int64_t N,
               int64_t K, int64_t i) {
   T* ci = c.at(i);
+  if constexpr (std::is_same_v<T, float>) {
+    // Note [B transposed for oneDNN].
+    if (b.trans && K >= kTransposeMinK && 4 * N <= K && M >= kTransposeMinRows && N * K <= kTransposeMaxElements &&
+        lib.dnnl_sgemm != nullptr && lib.dnnl_avx512 && DnnlTakes(a.trans, false, M, N, K, N, true) &&
+        flags::transpose_b()) {
+      thread_local std::vector<float> bt;
+      if (bt.size() < static_cast<size_t>(N * K)) bt.resize(static_cast<size_t>(N * K));
+      TransposeInto(b.at(i), N, K, b.ld, bt.data(), N);
+      g_transposed_operands.fetch_add(1, std::memory_order_relaxed);
+      Gemm(lib, a.trans, false, M, N, K, a.at(i), a.ld, bt.data(), N, ci, c.ld);
+      return BlockFinite(ci, M, N, c.ld);
+    }
+  }
   Gemm(lib, a.trans, b.trans, M, N, K, a.at(i), a.ld, b.at(i), b.ld, ci, c.ld);
   return BlockFinite(ci, M, N, c.ld);
 }
@@ -535,7 +573,42 @@ bool DotItemsT(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t
 
 }  // namespace
 
+// (cpu_kernels.h) Blocks of 4 x 4 by SSE
+// shuffles, inside tiles that keep the written rows from crowding a few cache sets: rows of dst a
+// multiple of 1 KB apart map to the same sets, so such a tile writes only 4 of them at a time.
+void TransposeInto(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ldd) {
+#if !defined(__x86_64__) && !defined(__i386__)
+  for (int64_t c = 0; c < cols; ++c)
+    for (int64_t r = 0; r < rows; ++r) dst[c * ldd + r] = src[r * lds + c];
+#else
+  const bool crowded = ldd % 256 == 0;
+  const int64_t tr = crowded ? 512 : 64, tc = crowded ? 4 : 16;
+  for (int64_t c0 = 0; c0 < cols; c0 += tc)
+    for (int64_t r0 = 0; r0 < rows; r0 += tr) {
+      const int64_t r1 = std::min(rows, r0 + tr), c1 = std::min(cols, c0 + tc);
+      int64_t r = r0;
+      for (; r + 4 <= r1; r += 4) {
+        int64_t c = c0;
+        for (; c + 4 <= c1; c += 4) {
+          __m128 x0 = _mm_loadu_ps(src + r * lds + c), x1 = _mm_loadu_ps(src + (r + 1) * lds + c);
+          __m128 x2 = _mm_loadu_ps(src + (r + 2) * lds + c), x3 = _mm_loadu_ps(src + (r + 3) * lds + c);
+          _MM_TRANSPOSE4_PS(x0, x1, x2, x3);
+          _mm_storeu_ps(dst + c * ldd + r, x0);
+          _mm_storeu_ps(dst + (c + 1) * ldd + r, x1);
+          _mm_storeu_ps(dst + (c + 2) * ldd + r, x2);
+          _mm_storeu_ps(dst + (c + 3) * ldd + r, x3);
+        }
+        for (; c < c1; ++c)
+          for (int64_t k = 0; k < 4; ++k) dst[c * ldd + r + k] = src[(r + k) * lds + c];
+      }
+      for (; r < r1; ++r)
+        for (int64_t c = c0; c < c1; ++c) dst[c * ldd + r] = src[r * lds + c];
+    }
+#endif
+}
+
 int64_t BlasMinFlops() { return g_blas_min_flops.load(std::memory_order_relaxed); }
+int64_t DotTransposedOperands() { return g_transposed_operands.load(std::memory_order_relaxed); }
 int64_t DotOperandCopies() { return g_operand_copies.load(std::memory_order_relaxed); }
 void SetBlasMinFlops(int64_t flops) { g_blas_min_flops.store(flops, std::memory_order_relaxed); }
 

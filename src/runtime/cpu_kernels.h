@@ -50,6 +50,11 @@ void SetBlasMinFlops(int64_t flops);
 // dot_general operands copied to a BLAS layout so far in this process (cpu_dot.cc, Arrange); the
 // other layouts are read in place.
 int64_t DotOperandCopies();
+// Batch items whose transposed B was copied to [K, N] first (Note [B transposed for oneDNN],
+// cpu_dot.cc) so far in this process.
+int64_t DotTransposedOperands();
+// dst[c * ldd + r] = src[r * lds + c] for the rows x cols matrix at src (rows lds apart).
+void TransposeInto(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ldd);
 
 // Note [Products into views] (cpu_views.cc): a value inside a larger buffer, element idx at
 // offset + sum_d idx[d] * strides[d]; no strides: the value's own row-major buffer.

@@ -5,6 +5,7 @@
 
 #include <sys/resource.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -271,6 +272,63 @@ TEST(CpuDotTest, EveryLayoutThroughBlas) {
       const int runs = ExpectSame(m, {RandomLiteral(t, c.lhs, 1), RandomLiteral(t, c.rhs, 2)}, rel);
       EXPECT_EQ(cpu::DotOperandCopies() - copies, c.copies * runs);
     }
+  }
+}
+
+TEST(CpuDotTest, TransposeIntoMatchesTheDefinition) {
+  // {rows, cols, lds, ldd}: remainders of the 4 x 4 blocks, padded rows, and destination rows 1 KB
+  // apart (the tiles that write 4 of them at a time).
+  const std::vector<std::array<int64_t, 4>> cases = {
+      {1, 1, 1, 1}, {3, 5, 7, 3}, {4, 4, 4, 4}, {17, 33, 40, 20}, {130, 512, 512, 130}, {512, 130, 130, 512}};
+  for (const auto& [rows, cols, lds, ldd] : cases) {
+    SCOPED_TRACE(fmt::format("{} x {}, lds {}, ldd {}", rows, cols, lds, ldd));
+    std::vector<float> src(static_cast<size_t>(rows * lds)), dst(static_cast<size_t>(cols * ldd), -1.0f);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+    cpu::TransposeInto(src.data(), rows, cols, lds, dst.data(), ldd);
+    int64_t wrong = 0;
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t r = 0; r < ldd; ++r) {
+        const float want = r < rows ? src[static_cast<size_t>(r * lds + c)] : -1.0f;  // padding untouched
+        wrong += dst[static_cast<size_t>(c * ldd + r)] != want;
+      }
+    EXPECT_EQ(wrong, 0);
+  }
+}
+
+// Note [B transposed for oneDNN] (cpu_dot.cc): with oneDNN on AVX-512, each item of a product
+// whose B is stored [N, K] with K >= 512, N <= K / 4 and at least 256 rows reads B copied to
+// [K, N]; no other product, and no other BLAS, copies it. Values as the interpreter's; an inf in B
+// still gives the exact loop's pattern.
+TEST(CpuDotTest, LongNarrowTransposedBIsCopiedForOneDnn) {
+  struct Case {
+    const char* name;
+    int64_t M, K, N;
+    bool copied;  // with oneDNN on AVX-512
+  };
+  const std::vector<Case> cases = {
+      {"long and narrow", 256, 512, 64, true},
+      {"N > K / 4", 256, 512, 160, false},
+      {"K < 512", 256, 256, 64, false},
+      {"M < 256", 128, 512, 64, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    ir::Module m("dot");
+    Builder b(m.AddFunction("main"));
+    // bmk,bnk->bmn: two batch items, one BLAS call each.
+    b.Return({b.DotGeneral(b.Parameter(0, F32({2, c.M, c.K})), b.Parameter(1, F32({2, c.N, c.K})),
+                           {{0}, {0}, {2}, {2}})});
+    Literal x = RandomLiteral(DType::kF32, {2, c.M, c.K}, 3), y = RandomLiteral(DType::kF32, {2, c.N, c.K}, 4);
+    const int64_t before = cpu::DotTransposedOperands();
+    ExpectSame(m, {x, y}, 1e-4);  // sums of up to 512 products in f32
+    const int64_t copies = cpu::DotTransposedOperands() - before;
+    const bool dnnl512 = cpu::DnnlAvailable() && cpu::UseBlas("onednn").dnnl_avx512;
+    cpu::UseBlas(flags::blas());
+    EXPECT_EQ(copies, c.copied && dnnl512 ? 2 : 0);
+    if (!c.copied) continue;
+    y.mutable_data<float>()[5 * c.K + 7] = std::numeric_limits<float>::infinity();  // column 5 of item 0
+    y.mutable_data<float>()[(c.N + 9) * c.K + 1] = std::numeric_limits<float>::quiet_NaN();
+    ExpectSame(m, {x, y}, 0);
   }
 }
 
