@@ -423,7 +423,7 @@ void ExactRows(const Mat<T>& a, const Mat<T>& b, const CMat<T>& c, int64_t M, in
 // oneDNN's AVX-512 sgemm is slower on B stored transposed (C = A B^T, B as [N, K]) than on B as
 // [K, N] when the contraction is long and B narrow: one Zen 4 core, warm, M = 512, the NT call
 // took 14% longer than NN at K = 512, N = 64, 8% at N = 128, 3% at N = 512; 23% at K = 1024,
-// N = 64; 2-6% for every K <= 256 (/tmp-style sweep in bench/README.md, session 30). GPT-2
+// N = 64; 2-6% for every K <= 256 (the sweep is in bench/README.md, session 30). GPT-2
 // small's MLP input gradient dx = dh w^T (512 x 128 x 512) is such a product, the longer one of
 // its backward pair (Note [Products side by side]): 656 us against the weight gradient's 596,
 // the other thread waiting. So an item whose B is transposed with K >= kTransposeMinK,
@@ -431,7 +431,8 @@ void ExactRows(const Mat<T>& a, const Mat<T>& b, const CMat<T>& c, int64_t M, in
 // [K, N] layout first (TransposeInto, 4 x 4 blocks of SSE shuffles: ~0.2 ns a float) and runs as
 // A B: that dx took 610 us. Where the penalty is smaller the copy costs about what it saves (the
 // shorter products of the same step, measured in place: no gain, or a loss when B was cold).
-// Whole items only: a product cut into tiles (Note [Product tiles]) would copy B once per tile.
+// Whole items only (a pair's products, a batch's items, a chain's slices): a product cut into
+// tiles (Note [Product tiles]) would copy B once per tile.
 // The rule reads only the product's shape and layout, so which call computes an item, and so its
 // bits, never depends on the schedule. Measured on AVX-512 only: elsewhere B stays as it is.
 constexpr int64_t kTransposeMinK = 512;
