@@ -35,7 +35,7 @@ std::string DefaultCacheDir();
   X(bool, views, true,                                                                       \
     "The CPU executor lets products read slices of a buffer and write into a transpose's or concatenation's result in place of those copies (Note [Products into views]); 0 = copy.") \
   X(bool, transpose_b, true,                                                                 \
-    "A product whose B is stored transposed copies it to [K, N] first where oneDNN's AVX-512 sgemm is faster so (Note [B transposed for oneDNN]); 0 = leave B as it is.") \
+    "A product item whose B is stored transposed copies it to [K, N] first where oneDNN's AVX-512 sgemm is faster so: long and narrow, or small (Note [B transposed for oneDNN]); 0 = leave B as it is.") \
   X(bool, cache, true,                                                                       \
     "Use the on-disk cache of compiled artifacts (0 = neither read nor write it).")          \
   X(std::string, cache_dir, DefaultCacheDir(),                                               \

@@ -421,23 +421,31 @@ void ExactRows(const Mat<T>& a, const Mat<T>& b, const CMat<T>& c, int64_t M, in
 
 // Note [B transposed for oneDNN]
 // oneDNN's AVX-512 sgemm is slower on B stored transposed (C = A B^T, B as [N, K]) than on B as
-// [K, N] when the contraction is long and B narrow: one Zen 4 core, warm, M = 512, the NT call
-// took 14% longer than NN at K = 512, N = 64, 8% at N = 128, 3% at N = 512; 23% at K = 1024,
-// N = 64; 2-6% for every K <= 256 (the sweep is in bench/README.md, session 30). GPT-2
-// small's MLP input gradient dx = dh w^T (512 x 128 x 512) is such a product, the longer one of
-// its backward pair (Note [Products side by side]): 656 us against the weight gradient's 596,
-// the other thread waiting. So an item whose B is transposed with K >= kTransposeMinK,
-// N <= K / 4 and at least kTransposeMinRows rows of A to share the copy gets B copied into its
-// [K, N] layout first (TransposeInto, 4 x 4 blocks of SSE shuffles: ~0.2 ns a float) and runs as
-// A B: that dx took 610 us. Where the penalty is smaller the copy costs about what it saves (the
-// shorter products of the same step, measured in place: no gain, or a loss when B was cold).
+// [K, N]. One Zen 4 core, warm (the sweeps are in bench/README.md, session 30):
+//   - long contractions with a narrow B: at M = 512, 14% at K = 512, N = 64, 8% at N = 128, 3%
+//     at N = 512; 23% at K = 1024, N = 64; 2-6% for every K <= 256;
+//   - small B (the attention's heads): ~0.35 ns more a float of B, 19-23% of a 64-row product
+//     with N <= 64 (64 x 64 x 32: 3.65 against 2.86 us), 5-8% with N = 128.
+// GPT-2 small's MLP input gradient dx = dh w^T (512 x 128 x 512) is of the first kind, the longer
+// product of its backward pair (Note [Products side by side]): 656 us against the weight
+// gradient's 596, the other thread waiting. Its attention's scores q k^T and the values'
+// gradient dO v^T (64 x 64 x 32 a head) are of the second. So an item whose B is transposed, with
+// K >= kTransposeMinK, N <= K / 4 and at least kTransposeMinRows rows, or with N <= kSmallMaxN,
+// K <= kSmallMaxK and at least kSmallMinRows rows, gets B copied into its [K, N] layout first
+// (TransposeInto, 4 x 4 blocks of SSE shuffles: ~0.12-0.2 ns a float) and runs as A B. In place
+// (traced, near): that dx 656 / 665 -> 612 / 607 us; the attention's forward chains 205-211 ->
+// 189-202 us, its backward ones 309-322 -> 305-325. Where the penalty is smaller the copy costs
+// about what it saves (the other input gradients, K = 128 or 384, measured in place: no gain,
+// or a loss when B was cold).
 // Whole items only (a pair's products, a batch's items, a chain's slices): a product cut into
 // tiles (Note [Product tiles]) would copy B once per tile.
 // The rule reads only the product's shape and layout, so which call computes an item, and so its
-// bits, never depends on the schedule. Measured on AVX-512 only: elsewhere B stays as it is.
+// bits, never depends on the schedule (on GPT-2 small they did not change at all). Measured on
+// AVX-512 only: elsewhere B stays as it is.
 constexpr int64_t kTransposeMinK = 512;
 constexpr int64_t kTransposeMinRows = 256;
 constexpr int64_t kTransposeMaxElements = int64_t{1} << 22;  // a 16 MB copy at most
+constexpr int64_t kSmallMaxN = 64, kSmallMaxK = 128, kSmallMinRows = 64;
 
 // Batch item i of the product through BLAS; false when the block BLAS wrote holds an inf or NaN.
 // The one call for item i, whether the whole product runs or a chain's slice of it.
@@ -447,7 +455,9 @@ bool GemmItem(const BlasLibrary& lib, const Mat<T>& a, const Mat<T>& b, const CM
   T* ci = c.at(i);
   if constexpr (std::is_same_v<T, float>) {
     // Note [B transposed for oneDNN].
-    if (b.trans && K >= kTransposeMinK && 4 * N <= K && M >= kTransposeMinRows && N * K <= kTransposeMaxElements &&
+    const bool long_narrow = K >= kTransposeMinK && 4 * N <= K && M >= kTransposeMinRows && N * K <= kTransposeMaxElements;
+    const bool small = N <= kSmallMaxN && K <= kSmallMaxK && M >= kSmallMinRows;
+    if (b.trans && (long_narrow || small) &&
         lib.dnnl_sgemm != nullptr && lib.dnnl_avx512 && DnnlTakes(a.trans, false, M, N, K, N, true) &&
         flags::transpose_b()) {
       thread_local std::vector<float> bt;

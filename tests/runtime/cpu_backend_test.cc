@@ -296,10 +296,11 @@ TEST(CpuDotTest, TransposeIntoMatchesTheDefinition) {
 }
 
 // Note [B transposed for oneDNN] (cpu_dot.cc): with oneDNN on AVX-512, each item of a product
-// whose B is stored [N, K] with K >= 512, N <= K / 4 and at least 256 rows reads B copied to
-// [K, N]; no other product, and no other BLAS, copies it. Values as the interpreter's; an inf in B
+// whose B is stored [N, K] with K >= 512, N <= K / 4 and at least 256 rows, or with N <= 64,
+// K <= 128 and at least 64 rows, reads B copied to [K, N]; no other product, and no other BLAS,
+// copies it. Values as the interpreter's; an inf in B
 // still gives the exact loop's pattern.
-TEST(CpuDotTest, LongNarrowTransposedBIsCopiedForOneDnn) {
+TEST(CpuDotTest, SomeTransposedBsAreCopiedForOneDnn) {
   struct Case {
     const char* name;
     int64_t M, K, N;
@@ -310,6 +311,10 @@ TEST(CpuDotTest, LongNarrowTransposedBIsCopiedForOneDnn) {
       {"N > K / 4", 256, 512, 160, false},
       {"K < 512", 256, 256, 64, false},
       {"M < 256", 128, 512, 64, false},
+      {"small: an attention head's scores", 64, 32, 64, true},
+      {"small, N > 64", 64, 32, 128, false},
+      {"small, K > 128", 64, 256, 32, false},
+      {"small, M < 64", 32, 32, 64, false},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
