@@ -73,9 +73,12 @@ namespace {
 // it, and, in the schedule's last place, the global gradient norm's per-parameter sums of squares,
 // tiny full reductions that ran one after the other on one thread (27 of them, ~0.25 ms of a
 // GPT-2 small step's tail). So HoistBesidePairs moves such steps next to a pair: filler-sized
-// steps (generated kernels reading at most kFillerElements elements) right before a pair that
-// neither product reads go down to just after it, and each tiny reduction goes up to just after
-// the first pair that starts after its inputs exist. Then up to kMaxFillers of the steps right
+// steps (generated kernels reading at most kFillerElements elements) between the previous pair
+// and a pair that neither product, nor any step staying in between, reads go down to just after
+// it (at first only the ones right before the pair moved; the final layer norm's weight and bias
+// gradients sat behind its backward rows, which the next pair reads, and ran split after that
+// pair while one thread had waited ~40 us at its end), and each tiny reduction goes up to just
+// after the first pair that starts after its inputs exist. Then up to kMaxFillers of the steps right
 // after a pair that read neither product nor one another's results join the pair's pool call as
 // whole items: the thread that finishes its product first takes the next one. GPT-2 small: 30
 // kernels a step beside its 13 pairs (26 sums of squares, the QKV bias gradients and two
@@ -133,7 +136,10 @@ bool CpuExecutable::HoistBesidePairs(std::vector<Step>& steps) const {
   std::vector<bool> moves(n, false);
   std::vector<size_t> at(n);  // where each step's results exist once moved
   for (size_t p = 0; p < n; ++p) at[p] = p;
-  // Down: the contiguous run of candidates before each pair, nearest first.
+  // Down: the candidates between the previous pair and each pair, nearest first, that neither
+  // product nor any step staying in between reads.
+  std::vector<bool> is_end(n, false);
+  for (size_t end : pair_ends) is_end[end] = true;
   for (size_t end : pair_ends) {
     const size_t a = end - 1;
     std::vector<int> readers(steps[a].operands);
@@ -141,13 +147,12 @@ bool CpuExecutable::HoistBesidePairs(std::vector<Step>& steps) const {
     std::vector<size_t> run;
     for (size_t c = a; c-- > 0;) {
       const Step& st = steps[c];
-      if (moves[c] || st.pair_next || !IsFillerKind(st, slot_bytes_) || run.size() >= kMaxFillers) break;
+      if (moves[c] || st.pair_next || is_end[c] || run.size() >= kMaxFillers) break;
       const bool read = std::any_of(st.results.begin(), st.results.end(), [&](int s) {
         return std::find(readers.begin(), readers.end(), s) != readers.end();
       });
-      if (read) break;
       readers.insert(readers.end(), st.operands.begin(), st.operands.end());
-      run.push_back(c);
+      if (!read && IsFillerKind(st, slot_bytes_)) run.push_back(c);
     }
     for (size_t i = run.size(); i-- > 0;) {
       after[end].push_back(run[i]);

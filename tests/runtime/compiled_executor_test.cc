@@ -495,6 +495,38 @@ TEST(CompiledExecutorTest, SmallKernelsRunBesideAPair) {
   for (size_t k = 0; k < want.size(); ++k) EXPECT_TRUE(testutil::SameBits(*first[k], *inline_got[k])) << "result " << k;
 }
 
+// Note [Kernels beside a pair]: a small kernel that neither product reads moves down beside the
+// pair also from behind a kernel that stays (the product reads it): here the column sum c, behind
+// the tanh the pair multiplies. Same values as the interpreter's.
+TEST(CompiledExecutorTest, ASmallKernelMovesBesideAPairPastOneThatStays) {
+  if (ThreadPool::Global().num_threads() != 2) GTEST_SKIP() << "pairs are formed on a two-thread pool";
+  constexpr const char* kLayer = R"(module @layer {
+  func @main {
+    %x = parameter() {index=0} : f32[64,128]
+    %w = parameter() {index=1} : f32[256,128]
+    %dy = parameter() {index=2} : f32[64,256]
+    %c = reduce(%dy) {kind=sum, dims=[0]} : f32[256]
+    %t = tanh(%dy) : f32[64,256]
+    %dx = dot_general(%t, %w) {lhs_batch=[], rhs_batch=[], lhs_contracting=[1], rhs_contracting=[0]} : f32[64,128]
+    %dw = dot_general(%t, %x) {lhs_batch=[], rhs_batch=[], lhs_contracting=[0], rhs_contracting=[0]} : f32[256,128]
+    return %dx, %dw, %c
+  }
+})";
+  auto m = ir::ParseModule(kLayer);
+  const std::vector<ir::Literal> args = {RandomLiteral(DType::kF32, {64, 128}, 1), RandomLiteral(DType::kF32, {256, 128}, 2),
+                                         RandomLiteral(DType::kF32, {64, 256}, 3)};
+  const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
+  auto exe = Compiled().Compile(*m);
+  const std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(args));
+  EXPECT_EQ(exe->last_stats().products_paired, 2);
+  EXPECT_EQ(exe->last_stats().kernels_beside_pairs, 1);  // c
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k)
+    for (int64_t i = 0; i < want[k]->NumElements(); ++i)
+      ASSERT_NEAR(got[k]->GetDouble(i), want[k]->GetDouble(i), 1e-4 * (1 + std::abs(want[k]->GetDouble(i))))
+          << "result " << k << " element " << i;
+}
+
 // Note [Followers of a pair] on random chains: a backward pair (dx = dy w, dw = dy^T x) followed by
 // a random chain of elementwise ops, row reductions and column sums on dx (the chain's kernels
 // are the pair's followers when they are small), and a sum of squares of dw. The results are the
