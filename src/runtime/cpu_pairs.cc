@@ -78,11 +78,11 @@ namespace {
 // it (at first only the ones right before the pair moved; the final layer norm's weight and bias
 // gradients sat behind its backward rows, which the next pair reads, and ran split after that
 // pair while one thread had waited ~40 us at its end), and each tiny reduction goes up to just
-// after the first pair that starts after its inputs exist. Then up to kMaxFillers of the steps right
-// after a pair that read neither product nor one another's results join the pair's pool call as
-// whole items: the thread that finishes its product first takes the next one. GPT-2 small: 30
-// kernels a step beside its 13 pairs (26 sums of squares, the QKV bias gradients and two
-// transposes); the sums of squares left in the tail take 0.04 ms instead of 0.27.
+// after the first pair that starts after its inputs exist. Then up to kMaxFillers of the steps
+// right after a pair that read neither product nor one another's results join the pair's pool
+// call as whole items: the thread that finishes its product first takes the next one. GPT-2
+// small: 30 kernels a step beside its 13 pairs (26 sums of squares, the QKV bias gradients and
+// two transposes); the sums of squares left in the tail take 0.04 ms instead of 0.27.
 // Moving a step up only shortens its inputs' lives and lengthens its tiny results'; moving one
 // down lengthens its inputs' lives by a pair. A filler never writes in place (a product may still
 // read its input). Every kernel computes the same values whichever thread runs it and however it
