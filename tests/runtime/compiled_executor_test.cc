@@ -284,9 +284,8 @@ TEST(CompiledExecutorTest, IndependentKernelsRunAsOneLoop) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t k = 0; k < got.size(); ++k) {
     EXPECT_TRUE(testutil::SameBits(*ref[k], *got[k])) << "result " << k;
-    for (int64_t i = 0; i < want[k]->NumElements(); ++i)
-      ASSERT_NEAR(got[k]->GetDouble(i), want[k]->GetDouble(i), 1e-6 * (1 + std::abs(want[k]->GetDouble(i))))
-          << "result " << k << " element " << i;
+    std::string where;
+    EXPECT_TRUE(testutil::Near(*want[k], *got[k], 1e-6, 1.0, &where)) << "result " << k << ": " << where;
   }
 }
 
@@ -387,9 +386,8 @@ TEST(CompiledExecutorTest, PairedProductsReadASliceInPlace) {
   EXPECT_EQ(copied.products_paired, 2);
   for (size_t k = 0; k < want.size(); ++k) {
     EXPECT_TRUE(testutil::SameBits(*ref[k], *got[k])) << "result " << k;
-    for (int64_t i = 0; i < want[k]->NumElements(); ++i)
-      ASSERT_NEAR(got[k]->GetDouble(i), want[k]->GetDouble(i), 1e-4 * (1 + std::abs(want[k]->GetDouble(i))))
-          << "result " << k << " element " << i;
+    std::string where;
+    EXPECT_TRUE(testutil::Near(*want[k], *got[k], 1e-4, 1.0, &where)) << "result " << k << ": " << where;
   }
 }
 
@@ -521,10 +519,10 @@ TEST(CompiledExecutorTest, ASmallKernelMovesBesideAPairPastOneThatStays) {
   EXPECT_EQ(exe->last_stats().products_paired, 2);
   EXPECT_EQ(exe->last_stats().kernels_beside_pairs, 1);  // c
   ASSERT_EQ(got.size(), want.size());
-  for (size_t k = 0; k < want.size(); ++k)
-    for (int64_t i = 0; i < want[k]->NumElements(); ++i)
-      ASSERT_NEAR(got[k]->GetDouble(i), want[k]->GetDouble(i), 1e-4 * (1 + std::abs(want[k]->GetDouble(i))))
-          << "result " << k << " element " << i;
+  for (size_t k = 0; k < want.size(); ++k) {
+    std::string where;
+    EXPECT_TRUE(testutil::Near(*want[k], *got[k], 1e-4, 1.0, &where)) << "result " << k << ": " << where;
+  }
 }
 
 // Note [Followers of a pair] on random chains: a backward pair (dx = dy w, dw = dy^T x) followed by
