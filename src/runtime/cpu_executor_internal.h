@@ -49,10 +49,17 @@ struct Step {
   // each.
   int chain = 0;
   // Note [Independent kernels as one loop] (cpu_groups.cc): on a group's first step, how many
-  // steps (this one included) run as one pool call, and the slots more than one of them reads
-  // (none of them writes those in place).
+  // steps (this one included) run as one pool call, the slots more than one of them reads (none
+  // of them writes those in place), and the pieces the threads claim: elements [begin, end) of
+  // member `member`.
   int group = 0;
   std::vector<int> group_shared;
+  struct GroupPiece {
+    int member;
+    int64_t begin, end;
+  };
+  std::vector<GroupPiece> group_pieces;
+  bool group_parallel = false;  // large enough to split over the pool
   int64_t slices = 0;
   bool in_chain = false;
   bool by_rows = false;  // a product of a chain cut into blocks of rows (else into batch items)

@@ -73,6 +73,16 @@ void CpuExecutable::MarkGroups(std::vector<Step>& steps) const {
       for (size_t i = k; i < j; ++i)
         for (int s : std::unordered_set<int>(steps[i].operands.begin(), steps[i].operands.end()))
           if (!seen.insert(s).second) steps[k].group_shared.push_back(s);
+      int64_t total = 0;
+      for (size_t i = k; i < j; ++i) total += steps[i].generated->elements;
+      for (size_t i = k; i < j; ++i) {
+        const GeneratedKernel& g = *steps[i].generated;
+        const int64_t chunk = g.min_chunk > 0 ? g.min_chunk : kParallelElements;
+        const int64_t grain = std::max({int64_t{1}, chunk / 2, (total + kMaxPieces - 1) / kMaxPieces});
+        for (int64_t b = 0; b < g.elements; b += grain)
+          steps[k].group_pieces.push_back({static_cast<int>(i - k), b, std::min(g.elements, b + grain)});
+      }
+      steps[k].group_parallel = total >= kParallelElements && steps[k].group_pieces.size() > 1;
       if (profile::Labeling()) {
         std::string label;
         for (size_t i = k; i < j; ++i) label += (i > k ? "; " : "") + steps[i].label;
@@ -88,33 +98,18 @@ void CpuExecutable::RunGroup(RunState& rs, const Step* group, std::vector<SlotSt
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<int>& shared = group[0].group_shared;  // no member writes these in place
   std::vector<GeneratedCall> calls(static_cast<size_t>(members));
-  std::vector<char> bound(static_cast<size_t>(members), 0);
   for (int i = 0; i < members; ++i) {
     try {
-      bound[static_cast<size_t>(i)] =
-          BindGenerated(rs, group[i], slots, /*in_place=*/true, calls[static_cast<size_t>(i)], &shared);
+      // A member is never a copy (Groupable), so it always has a loop to run.
+      BindGenerated(rs, group[i], slots, /*in_place=*/true, calls[static_cast<size_t>(i)], &shared);
     } catch (const Error& e) {
       throw StepError(group[i], e);
     }
   }
-  struct Piece {
-    int member;
-    int64_t begin, end;
-  };
-  int64_t total = 0;
-  for (int i = 0; i < members; ++i)
-    if (bound[static_cast<size_t>(i)]) total += group[i].generated->elements;
-  std::vector<Piece> pieces;
-  for (int i = 0; i < members; ++i) {
-    if (!bound[static_cast<size_t>(i)]) continue;
-    const GeneratedKernel& g = *group[i].generated;
-    const int64_t chunk = g.min_chunk > 0 ? g.min_chunk : kParallelElements;
-    const int64_t grain = std::max({int64_t{1}, chunk / 2, (total + kMaxPieces - 1) / kMaxPieces});
-    for (int64_t b = 0; b < g.elements; b += grain) pieces.push_back({i, b, std::min(g.elements, b + grain)});
-  }
+  const std::vector<Step::GroupPiece>& pieces = group[0].group_pieces;
   auto run = [&](int64_t lo, int64_t hi) {
     for (int64_t p = lo; p < hi; ++p) {
-      const Piece& q = pieces[static_cast<size_t>(p)];
+      const Step::GroupPiece& q = pieces[static_cast<size_t>(p)];
       const GeneratedCall& call = calls[static_cast<size_t>(q.member)];
       group[q.member].generated->fn(call.in.data(), call.out.data(), q.begin, q.end);
     }
@@ -122,12 +117,12 @@ void CpuExecutable::RunGroup(RunState& rs, const Step* group, std::vector<SlotSt
   const int64_t n = static_cast<int64_t>(pieces.size());
   {
     ThreadPool::CallLabel chunks(group[0].chain_label);
-    if (total >= kParallelElements && n > 1)
+    if (group[0].group_parallel)
       ThreadPool::Global().ParallelFor(n, 1, run, static_cast<int>(n));
     else
       run(0, n);
   }
-  RanTogether(rs, group, members, &ExecuteStats::grouped_kernels, t0, /*parallel=*/n > 1, slots);
+  RanTogether(rs, group, members, &ExecuteStats::grouped_kernels, t0, group[0].group_parallel, slots);
 }
 
 }  // namespace axle::runtime::internal
