@@ -10,7 +10,8 @@
 #include "ir/hash.h"
 #include "frontend/lazy.h"
 #include "ir/printer.h"
-#include "passes/pass.h"
+#include "passes/pipeline.h"
+#include "spmd/passes.h"
 
 #include "runtime/devices.h"
 #include "spmd/partitioner.h"
@@ -143,12 +144,17 @@ std::shared_ptr<ShardedData> SplitIntoShards(const runtime::BufferPtr& global, c
 
 std::unique_ptr<ShardedStep> CompileShardedStep(runtime::Backend& backend, const ir::Module& global) {
   if (!global.mesh() || global.mesh()->size() == 1) return nullptr;
-  std::unique_ptr<ir::Module> annotated = global.Clone();
-  // Simplified first: folding the tied head's transpose of wte into its dot_general leaves one use
-  // of the FSDP-sharded wte, so the partitioner gathers it once instead of once per layout.
-  passes::RunDefaultPipeline(*annotated);
-  spmd::PropagateShardings(*annotated);
-  std::unique_ptr<ir::Module> local = spmd::Partition(*annotated);
+  // The compiler's pipeline through partitioning (passes::BuildPipeline); the backend runs the
+  // per-device stages after it. The module after propagation is the step's interface: its
+  // parameters' and results' shardings.
+  spmd::RegisterPasses();
+  std::unique_ptr<ir::Module> local = global.Clone();
+  std::unique_ptr<ir::Module> annotated;
+  passes::BuildPipeline(backend.target(), {.spmd = true})
+      .Through("partition")
+      .Run(*local, [&](std::string_view stage, const ir::Module& m) {
+        if (stage == "propagate") annotated = m.Clone();
+      });
   if (const std::string dir = flags::dump_dir(); !dir.empty()) {
     // AXLE_DUMP_DIR: the step after propagation and after partitioning, next to the passes' dumps.
     std::filesystem::create_directories(dir);

@@ -26,5 +26,7 @@ std::vector<std::string_view> SimplifyRuleNames();
 // Runs one pass as RunPasses does: then verifies the module (naming the pass on failure) and,
 // when AXLE_DUMP_DIR is set, writes the module to the dump directory. Returns Run's result.
 bool RunInstrumented(Pass& pass, ir::Module& module);
+// With AXLE_DUMP_DIR: restarts the dump numbering and writes `module` as DIR/000-input.axir.
+void BeginDump(const ir::Module& module);
 
 }  // namespace axle::passes

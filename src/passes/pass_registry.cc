@@ -87,12 +87,16 @@ std::unique_ptr<Pass> CreatePass(std::string_view name) {
   Fail("unknown pass '{}'; known passes: {} (see axle opt --list-passes)", name, fmt::join(known, ", "));
 }
 
+void BeginDump(const ir::Module& module) {
+  next_dump = 0;
+  Dump(module, "input");
+}
+
 void RunPasses(ir::Module& module, const std::vector<std::string>& names) {
   std::vector<std::unique_ptr<Pass>> passes;
   for (const std::string& n : names) passes.push_back(CreatePass(n));  // fail before running any
   ir::Verify(module);
-  next_dump = 0;
-  Dump(module, "input");
+  BeginDump(module);
   for (auto& p : passes) RunInstrumented(*p, module);
 }
 

@@ -1,5 +1,12 @@
-// The default optimization pipeline, in one readable function, and the `default` pass that runs
-// it to a fixed point.
+// The default optimization round, the `default` pass that repeats it to a fixed point, and the
+// compiler's pipeline (pipeline.h), in one readable place.
+#include "passes/pipeline.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.h"
+#include "ir/verifier.h"
 #include "passes/pass.h"
 #include "passes/pass_list.h"
 
@@ -16,17 +23,86 @@ std::vector<std::string> DefaultPipeline() {
   };
 }
 
-bool RunDefaultPipeline(ir::Module& module) {
-  std::vector<std::unique_ptr<Pass>> round;
-  for (const std::string& name : DefaultPipeline()) round.push_back(CreatePass(name));
+namespace {
+
+// Runs `passes` (created already) in order until none changes anything, at most max_rounds times.
+bool RunRounds(std::vector<std::unique_ptr<Pass>>& passes, ir::Module& module, int max_rounds) {
   bool changed = false;
-  for (int r = 0; r < kDefaultPipelineMaxRounds; ++r) {
+  for (int r = 0; r < max_rounds; ++r) {
     bool round_changed = false;
-    for (auto& p : round) round_changed |= RunInstrumented(*p, module);
+    for (auto& p : passes) round_changed |= RunInstrumented(*p, module);
     if (!round_changed) break;
     changed = true;
   }
   return changed;
+}
+
+}  // namespace
+
+bool RunDefaultPipeline(ir::Module& module) {
+  std::vector<std::unique_ptr<Pass>> round;
+  for (const std::string& name : DefaultPipeline()) round.push_back(CreatePass(name));
+  return RunRounds(round, module, kDefaultPipelineMaxRounds);
+}
+
+Pipeline::Pipeline(std::vector<PipelineStage> stages) : stages_(std::move(stages)) {
+  for (const PipelineStage& s : stages_) AXLE_CHECK(s.max_rounds >= 1, "pipeline stage '{}' has no rounds", s.name);
+}
+
+bool Pipeline::Run(ir::Module& module, const StageObserver& observer) const {
+  // Every pass is created before any runs: an unknown name fails on an untouched module.
+  std::vector<std::vector<std::unique_ptr<Pass>>> created(stages_.size());
+  for (size_t s = 0; s < stages_.size(); ++s)
+    for (const std::string& name : stages_[s].passes) created[s].push_back(CreatePass(name));
+  ir::Verify(module);
+  BeginDump(module);
+  bool changed = false;
+  for (size_t s = 0; s < stages_.size(); ++s) {
+    changed |= RunRounds(created[s], module, stages_[s].max_rounds);
+    if (observer) observer(stages_[s].name, module);
+  }
+  return changed;
+}
+
+Pipeline Pipeline::Through(std::string_view stage) const {
+  for (size_t s = 0; s < stages_.size(); ++s)
+    if (stages_[s].name == stage) return Pipeline({stages_.begin(), stages_.begin() + static_cast<ptrdiff_t>(s) + 1});
+  Fail("the pipeline has no stage '{}':\n{}", stage, ToString());
+}
+
+Pipeline Pipeline::After(std::string_view stage) const {
+  for (size_t s = 0; s < stages_.size(); ++s)
+    if (stages_[s].name == stage) return Pipeline({stages_.begin() + static_cast<ptrdiff_t>(s) + 1, stages_.end()});
+  Fail("the pipeline has no stage '{}':\n{}", stage, ToString());
+}
+
+std::string Pipeline::ToString() const {
+  std::string out;
+  for (const PipelineStage& s : stages_) {
+    out += s.max_rounds > 1 ? fmt::format("{} x{}: ", s.name, s.max_rounds) : s.name + ": ";
+    out += fmt::format("{}\n", fmt::join(s.passes, ", "));
+  }
+  return out;
+}
+
+Pipeline BuildPipeline(const Target& target, const PipelineOptions& options) {
+  (void)target;  // no pass of these stages depends on the machine yet
+  std::vector<PipelineStage> stages;
+  const PipelineStage simplify{"simplify", DefaultPipeline(), kDefaultPipelineMaxRounds};
+  // Simplified before partitioning too: folding the tied head's transpose of wte into its
+  // dot_general leaves one use of the FSDP-sharded wte, so the partitioner gathers it once
+  // instead of once per layout.
+  stages.push_back(simplify);
+  if (options.spmd) {
+    stages.push_back({"propagate", {"sharding-propagation"}});
+    stages.push_back({"partition", {"spmd-partition"}});
+    stages.push_back(simplify);  // the per-device program: slices of constants fold, and so on
+  }
+  if (options.fast_math) {
+    // Rewrites that reassociate sums; dce removes the scatters scatter-accumulate replaced.
+    stages.push_back({"fast-math", {"split-reductions", "scatter-accumulate", "dce"}});
+  }
+  return Pipeline(std::move(stages));
 }
 
 namespace {

@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "ir/literal.h"
 #include "ir/module.h"
+#include "passes/target.h"
 
 namespace axle::runtime {
 
@@ -76,6 +77,9 @@ class Executable {
   virtual std::vector<BufferPtr> Execute(std::vector<BufferPtr> args) = 0;
   // Counters of the last Execute.
   virtual ExecuteStats last_stats() const { return {}; }
+  // The plan the executable runs, as text (`axle compile --emit=schedule`); empty for a backend
+  // that has none.
+  virtual std::string DescribeSchedule() const { return {}; }
   // Runs the step as device `device.device` of a replicated step: collectives go through
   // `device.comm`, replica_id returns the device id. Unlike Execute, it may run concurrently on
   // several threads (one per device) of one executable; its counters go to `*stats` (when not
@@ -96,6 +100,8 @@ class Backend {
   virtual ~Backend() = default;
   // "interpreter", "cpu", ...
   virtual std::string_view name() const = 0;
+  // What the backend compiles for (thread count, ISA, ...): the host unless made for another.
+  virtual const passes::Target& target() const { return passes::Target::Host(); }
   // Prepares `module` (verified by the caller; the backend may keep a copy) for execution.
   // Throws axle::Error when the module uses something the backend cannot run, naming the node.
   virtual std::unique_ptr<Executable> Compile(const ir::Module& module) = 0;

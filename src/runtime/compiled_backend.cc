@@ -1,7 +1,8 @@
 // The "compiled" backend (docs/compiler.md).
 //
-// Compile: clone the module, run the default pass pipeline (simplify, dot-transpose-fold, fold,
-// cse, dce until a fixed point), partition the entry function into kernels (codegen/fusion.h), emit one C++
+// Compile: clone the module, run the compiler's pipeline for the backend's target
+// (passes::BuildPipeline: the default passes to a fixed point, then the fast-math rewrites),
+// partition the entry function into kernels (codegen/fusion.h), emit one C++
 // translation unit for the fused kernels (codegen/emit_cpp.h), compile and dlopen it, going
 // through the disk cache (codegen/jit.h). Execute: the cpu backend's planned executor
 // (cpu_executor.h) runs the plan: a fused kernel calls its generated loop (split over the
@@ -25,7 +26,8 @@
 #include "codegen/jit.h"
 #include "core/flags.h"
 #include "ir/interpreter.h"
-#include "passes/pass.h"
+#include "ir/printer.h"
+#include "passes/pipeline.h"
 #include "runtime/cpu_executor.h"
 #include "runtime/cpu_kernels.h"
 #include "runtime/profile.h"
@@ -39,23 +41,89 @@ using ir::Node;
 using ir::OpKind;
 using ir::Value;
 
-std::unique_ptr<Executable> CompileModule(const ir::Module& module, DiskCache* cache) {
-  std::unique_ptr<ir::Module> m = module.Clone();
-  if (m->entry() == nullptr) Fail("compiled backend: module @{} has no entry function", m->name());
-  passes::RunDefaultPipeline(*m);
-  if (flags::fast_math()) {  // rewrites that reassociate sums
-    passes::CreatePass("split-reductions")->Run(*m);
-    if (passes::CreatePass("scatter-accumulate")->Run(*m)) passes::CreatePass("dce")->Run(*m);
+// The module after the pipeline, its kernels and their generated C++: everything before the
+// native compile.
+struct Lowered {
+  std::unique_ptr<ir::Module> module;
+  std::vector<codegen::Kernel> kernels;
+  codegen::EmittedModule emitted;
+};
+
+Lowered Lower(const ir::Module& module, const passes::Target& target, bool fast_math) {
+  Lowered out;
+  out.module = module.Clone();
+  if (out.module->entry() == nullptr) Fail("compiled backend: module @{} has no entry function", out.module->name());
+  passes::BuildPipeline(target, {.fast_math = fast_math}).Run(*out.module);
+  out.kernels = codegen::FuseFunction(*out.module->entry());
+  out.emitted = codegen::EmitCpp(out.kernels, {.exact_math = !fast_math});
+  return out;
+}
+
+// Stands in for a generated kernel's code in an executable that is only described (the plan
+// treats a kernel without code as one it cannot run, so it must have some).
+void NotCompiled(const void* const*, void* const*, int64_t, int64_t) {
+  Fail("compiled backend: this executable was planned to describe its schedule; its kernels were never compiled");
+}
+
+// The executable running `lowered`'s kernels from `lib` (null: every generated kernel runs
+// NotCompiled, for a schedule that is printed and never run).
+std::unique_ptr<Executable> Assemble(Lowered lowered, std::shared_ptr<codegen::JitLibrary> lib,
+                                     const passes::Target& target) {
+  const ir::Function& f = *lowered.module->entry();
+  const std::vector<codegen::Kernel>& kernels = lowered.kernels;
+  const codegen::EmittedModule& em = lowered.emitted;
+  // Parameters and constants bind first; then the kernels in their order.
+  std::vector<PlanItem> items;
+  for (const auto& n : f.nodes())
+    if (n->op() == OpKind::kParameter || n->op() == OpKind::kConstant) items.push_back({n.get(), -1});
+  std::vector<GeneratedKernel> generated;
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    const codegen::Kernel& kern = kernels[k];
+    if (!kern.fused) {
+      items.push_back({kern.nodes[0], -1});
+      continue;
+    }
+    GeneratedKernel g;
+    g.fn = lib != nullptr ? reinterpret_cast<GeneratedKernel::Fn>(lib->Symbol(em.symbols[k])) : &NotCompiled;
+    g.elements = kern.num_elements;
+    g.inputs = kern.inputs;
+    g.outputs = kern.outputs;
+    g.input_at_index = codegen::InputsReadAtIndex(kern);
+    g.input_in_order = codegen::InputsReadInOrder(kern);
+    g.first = kern.nodes[0];
+    g.is_copy = kern.inputs.size() == 1 && kern.outputs.size() == 1 &&
+                std::all_of(kern.nodes.begin(), kern.nodes.end(),
+                            [](const Node* n) { return n->op() == OpKind::kReshape; });
+    // A reduction kernel's element (one output) is a loop over `reduced` operand elements; a row
+    // kernel's (one row) is one or more such loops.
+    if (kern.reduce != nullptr || codegen::IsRowKernel(kern))
+      g.min_chunk = std::max<int64_t>(1, kParallelElements / std::max<int64_t>(kern.reduced, 1));
+    g.row_blocks = em.row_blocks[k];
+    if (g.row_blocks > 1)  // the pool splits the blocks: all of them, or none when the sum is small
+      g.min_chunk = kern.reduced * kern.num_elements >= kParallelElements ? 1 : g.row_blocks + 1;
+    else if (kern.reduce != nullptr && kern.column)
+      g.chunks_per_thread = 1;
+    g.reduction = kern.reduce != nullptr || codegen::IsRowKernel(kern);
+    g.name = codegen::DescribeKernel(kern);
+    if (profile::Labeling()) g.label = fmt::format("{} {}", g.name, DTypeName(kern.outputs[0]->dtype()));
+    items.push_back({nullptr, static_cast<int>(generated.size())});
+    generated.push_back(std::move(g));
   }
-  const ir::Function& f = *m->entry();
-  std::vector<codegen::Kernel> kernels = codegen::FuseFunction(f);
-  codegen::EmittedModule em = codegen::EmitCpp(kernels, {.exact_math = !flags::fast_math()});
+  return NewPlannedExecutable(std::move(lowered.module), std::move(items), std::move(generated), std::move(lib),
+                              "compiled", target);
+}
+
+std::unique_ptr<Executable> CompileModule(const ir::Module& module, DiskCache* cache, const passes::Target& target) {
+  Lowered lowered = Lower(module, target, flags::fast_math());
+  const std::vector<codegen::Kernel>& kernels = lowered.kernels;
+  const codegen::EmittedModule& em = lowered.emitted;
   std::shared_ptr<codegen::JitLibrary> lib;
   CompileInfo info;
   if (const std::string dir = flags::dump_dir(); !dir.empty()) {
     // AXLE_DUMP_DIR: the generated translation unit and the kernel list, next to the passes' dumps.
     std::filesystem::create_directories(dir);
-    const std::string base = fmt::format("{}/{}-{}", dir, m->name(), codegen::JitCacheKey(em.source).substr(3, 12));
+    const std::string base =
+        fmt::format("{}/{}-{}", dir, lowered.module->name(), codegen::JitCacheKey(em.source).substr(3, 12));
     std::ofstream(base + ".cc", std::ios::binary) << em.source;
     std::ofstream(base + ".kernels.txt", std::ios::binary) << codegen::DescribeKernels(kernels) << "\n";
   }
@@ -77,73 +145,52 @@ std::unique_ptr<Executable> CompileModule(const ir::Module& module, DiskCache* c
     info.disk_hit = cache->Get(key).has_value();
     if (!info.disk_hit) cache->Put(key, "");
   }
-  // Parameters and constants bind first; then the kernels in their order.
-  std::vector<PlanItem> items;
-  for (const auto& n : f.nodes())
-    if (n->op() == OpKind::kParameter || n->op() == OpKind::kConstant) items.push_back({n.get(), -1});
-  std::vector<GeneratedKernel> generated;
-  for (size_t k = 0; k < kernels.size(); ++k) {
-    const codegen::Kernel& kern = kernels[k];
-    if (!kern.fused) {
-      items.push_back({kern.nodes[0], -1});
-      continue;
-    }
-    GeneratedKernel g;
-    g.fn = reinterpret_cast<GeneratedKernel::Fn>(lib->Symbol(em.symbols[k]));
-    g.elements = kern.num_elements;
-    g.inputs = kern.inputs;
-    g.outputs = kern.outputs;
-    g.input_at_index = codegen::InputsReadAtIndex(kern);
-    g.input_in_order = codegen::InputsReadInOrder(kern);
-    g.first = kern.nodes[0];
-    g.is_copy = kern.inputs.size() == 1 && kern.outputs.size() == 1 &&
-                std::all_of(kern.nodes.begin(), kern.nodes.end(),
-                            [](const Node* n) { return n->op() == OpKind::kReshape; });
-    // A reduction kernel's element (one output) is a loop over `reduced` operand elements; a row
-    // kernel's (one row) is one or more such loops.
-    if (kern.reduce != nullptr || codegen::IsRowKernel(kern))
-      g.min_chunk = std::max<int64_t>(1, kParallelElements / std::max<int64_t>(kern.reduced, 1));
-    g.row_blocks = em.row_blocks[k];
-    if (g.row_blocks > 1)  // the pool splits the blocks: all of them, or none when the sum is small
-      g.min_chunk = kern.reduced * kern.num_elements >= kParallelElements ? 1 : g.row_blocks + 1;
-    else if (kern.reduce != nullptr && kern.column)
-      g.chunks_per_thread = 1;
-    g.reduction = kern.reduce != nullptr || codegen::IsRowKernel(kern);
-    if (profile::Labeling())
-      g.label = fmt::format("{} {}", codegen::DescribeKernel(kern), DTypeName(kern.outputs[0]->dtype()));
-    items.push_back({nullptr, static_cast<int>(generated.size())});
-    generated.push_back(std::move(g));
-  }
-  std::unique_ptr<Executable> exe =
-      NewPlannedExecutable(std::move(m), std::move(items), std::move(generated), std::move(lib), "compiled");
+  std::unique_ptr<Executable> exe = Assemble(std::move(lowered), std::move(lib), target);
   exe->set_compile_info(info);
+  if (const std::string dir = flags::dump_dir(); !dir.empty())
+    std::ofstream(fmt::format("{}/{}-{}.schedule.txt", dir, module.name(), codegen::JitCacheKey(em.source).substr(3, 12)),
+                  std::ios::binary)
+        << exe->DescribeSchedule();
   return exe;
 }
 
 class CompiledBackendImpl final : public Backend {
  public:
-  explicit CompiledBackendImpl(DiskCache* cache, bool use_default)
-      : cache_(cache), use_default_(use_default) {}
+  CompiledBackendImpl(DiskCache* cache, bool use_default, const passes::Target& target)
+      : cache_(cache), use_default_(use_default), target_(target) {}
   std::string_view name() const override { return "compiled"; }
+  const passes::Target& target() const override { return target_; }
   std::unique_ptr<Executable> Compile(const ir::Module& module) override {
     DiskCache* c = use_default_ ? &DiskCache::Default() : cache_;
-    return CompileModule(module, c);
+    return CompileModule(module, c, target_);
   }
 
  private:
   DiskCache* cache_;
   bool use_default_;
+  passes::Target target_;
 };
 
 }  // namespace
 
 Backend& CompiledBackend() {
-  static CompiledBackendImpl* b = new CompiledBackendImpl(nullptr, true);
+  static CompiledBackendImpl* b = new CompiledBackendImpl(nullptr, true, passes::Target::Host());
   return *b;
 }
 
-std::unique_ptr<Backend> NewCompiledBackend(DiskCache* cache) {
-  return std::make_unique<CompiledBackendImpl>(cache, false);
+std::unique_ptr<Backend> NewCompiledBackend(DiskCache* cache, const passes::Target& target) {
+  return std::make_unique<CompiledBackendImpl>(cache, false, target);
+}
+
+CompiledStages DescribeCompiledStages(const ir::Module& module, const passes::Target& target, bool fast_math) {
+  CompiledStages out;
+  out.pipeline = passes::BuildPipeline(target, {.fast_math = fast_math}).ToString();
+  Lowered lowered = Lower(module, target, fast_math);
+  out.ir = ir::PrintModule(*lowered.module);
+  out.kernels = codegen::DescribeKernels(lowered.kernels);
+  out.cpp = lowered.emitted.source;
+  out.schedule = Assemble(std::move(lowered), nullptr, target)->DescribeSchedule();
+  return out;
 }
 
 }  // namespace axle::runtime

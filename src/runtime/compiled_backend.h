@@ -2,6 +2,9 @@
 #pragma once
 
 #include <memory>
+#include <string>
+
+#include "passes/target.h"
 
 #include "runtime/backend.h"
 #include "runtime/disk_cache.h"
@@ -11,8 +14,19 @@ namespace axle::runtime {
 // The process-wide "compiled" backend (registered in backend.cc); caches kernels in
 // DiskCache::Default().
 Backend& CompiledBackend();
-// A fresh backend instance storing its compiled kernels in `cache` (nullptr: no disk cache).
-// `cache` must outlive the backend and its executables' compiles.
-std::unique_ptr<Backend> NewCompiledBackend(DiskCache* cache);
+// A fresh backend instance storing its compiled kernels in `cache` (nullptr: no disk cache),
+// planning its schedules for `target`. `cache` must outlive the backend and its executables'
+// compiles.
+std::unique_ptr<Backend> NewCompiledBackend(DiskCache* cache,
+                                            const passes::Target& target = passes::Target::Host());
+
+// What the compiled backend makes of `module` for `target`, stage by stage, without compiling
+// native code (`axle compile`): the pipeline, the IR after it, the fused kernels, the generated
+// C++, and the schedule its executor runs (the same text a compiled executable's
+// DescribeSchedule() gives).
+struct CompiledStages {
+  std::string pipeline, ir, kernels, cpp, schedule;
+};
+CompiledStages DescribeCompiledStages(const ir::Module& module, const passes::Target& target, bool fast_math);
 
 }  // namespace axle::runtime

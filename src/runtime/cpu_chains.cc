@@ -120,7 +120,7 @@ bool ReadsBySlices(const Step& st, int64_t slices, int threads, const std::unord
 }  // namespace
 
 bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
-  const int threads = ThreadPool::Global().num_threads();
+  const int threads = target_.threads;
   if (threads < 2 || !flags::chains()) return false;
   // Pairs are marked first (Note [Products side by side]); a chain keeps every product's calls as
   // they are without it. A product in a pair is whole on one thread: one BLAS call per batch item,

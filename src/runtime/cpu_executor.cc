@@ -219,7 +219,7 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
   };
   copies_folded_ = FoldViews(steps_, is_result_);
   if (copies_folded_ > 0) recount();
-  MarkPairs(steps_);
+  MarkPairs(steps_, target_);
   if (MarkChains(steps_)) recount();
   if (HoistBesidePairs(steps_)) recount();
   for (Step& st : steps_) {
@@ -652,7 +652,7 @@ class CpuBackendImpl final : public Backend {
     std::vector<PlanItem> items;
     if (const ir::Function* f = clone->entry())
       for (const auto& n : f->nodes()) items.push_back({n.get(), -1});
-    return NewPlannedExecutable(std::move(clone), std::move(items), {}, nullptr, "cpu");
+    return NewPlannedExecutable(std::move(clone), std::move(items), {}, nullptr, "cpu", passes::Target::Host());
   }
 };
 
@@ -684,9 +684,10 @@ static bool KeepFreedMemory() {
 
 std::unique_ptr<Executable> NewPlannedExecutable(std::unique_ptr<ir::Module> module, std::vector<PlanItem> items,
                                                  std::vector<GeneratedKernel> generated,
-                                                 std::shared_ptr<const void> keep_alive, std::string_view backend) {
+                                                 std::shared_ptr<const void> keep_alive, std::string_view backend,
+                                                 const passes::Target& target) {
   return std::make_unique<internal::CpuExecutable>(std::move(module), std::move(items), std::move(generated),
-                                         std::move(keep_alive), backend);
+                                                   std::move(keep_alive), backend, target);
 }
 
 Backend& CpuBackend() {

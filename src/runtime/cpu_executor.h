@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "passes/target.h"
 #include "runtime/backend.h"
 #include "runtime/thread_pool.h"
 
@@ -46,6 +47,7 @@ struct GeneratedKernel {
   int64_t row_blocks = 1;
   bool reduction = false;  // it has a reduction (its elements are the reduced outputs, or rows)
   const ir::Node* first = nullptr;  // for error messages
+  std::string name;                 // codegen::DescribeKernel: "fused{add,mul}[4096]" (schedules)
   std::string label;                // AXLE_PROFILE
 };
 
@@ -60,10 +62,12 @@ struct PlanItem {
 // The planned executor shared by the cpu and compiled backends: runs `items` in order (each value
 // defined before use; parameters and constants included) with liveness-based buffer reuse,
 // in-place updates and donation (cpu_executor.cc). `items` and `generated` point into `module`,
-// which the executable owns; `keep_alive` holds what the generated code lives in.
+// which the executable owns; `keep_alive` holds what the generated code lives in. The plan's
+// decisions (pairs, chains, groups) are made for `target`; any pool runs it correctly.
 std::unique_ptr<Executable> NewPlannedExecutable(std::unique_ptr<ir::Module> module, std::vector<PlanItem> items,
                                                  std::vector<GeneratedKernel> generated,
-                                                 std::shared_ptr<const void> keep_alive, std::string_view backend);
+                                                 std::shared_ptr<const void> keep_alive, std::string_view backend,
+                                                 const passes::Target& target);
 
 // Runs collective node `n` of `device` through its communicator into `out` (of the result type).
 void RunCollectiveNode(const ir::Node& n, const DeviceContext& device, const ir::Literal& in, ir::Literal& out);

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "ir/literal.h"
 #include "ir/module.h"
+#include "passes/target.h"
 #include "runtime/cpu_executor.h"
 #include "runtime/cpu_kernels.h"
 
@@ -93,9 +94,9 @@ class CpuExecutable final : public Executable {
  public:
   CpuExecutable(std::unique_ptr<ir::Module> module, std::vector<PlanItem> items,
                 std::vector<GeneratedKernel> generated, std::shared_ptr<const void> keep_alive,
-                std::string_view backend)
+                std::string_view backend, const passes::Target& target)
       : module_(std::move(module)), generated_(std::move(generated)), keep_alive_(std::move(keep_alive)),
-        backend_(backend) {
+        backend_(backend), target_(target) {
     Plan(std::move(items));
   }
   ~CpuExecutable() override { KeptBytes().fetch_sub(kept_bytes_); }
@@ -104,6 +105,7 @@ class CpuExecutable final : public Executable {
   std::vector<BufferPtr> ExecuteOnDevice(std::vector<BufferPtr> args, const DeviceContext& device,
                                          ExecuteStats* stats) override;
   ExecuteStats last_stats() const override { return stats_; }
+  std::string DescribeSchedule() const override;  // cpu_schedule.cc
 
  private:
   // The state of one Execute: executes may run concurrently (one per device), so nothing of it
@@ -168,6 +170,7 @@ class CpuExecutable final : public Executable {
   std::vector<GeneratedKernel> generated_;
   std::shared_ptr<const void> keep_alive_;  // what the generated kernels' code lives in
   std::string backend_;
+  passes::Target target_;  // what the plan's decisions were made for (threads)
   std::string run_label_;  // AXLE_TRACE's span of a whole run: "run @module (backend)"
   const ir::Function* f_ = nullptr;
   std::vector<Step> steps_;
@@ -197,9 +200,9 @@ class CpuExecutable final : public Executable {
 // returns how many.
 int FoldViews(std::vector<Step>& steps, const std::vector<bool>& is_result);
 
-// Note [Products side by side] (cpu_pairs.cc): marks the pairs on a two-thread pool.
-void MarkPairs(std::vector<Step>& steps);
-// Whether MarkPairs would pair consecutive steps a and b.
-bool Pairable(const Step& a, const Step& b);
+// Note [Products side by side] (cpu_pairs.cc): marks the pairs for a two-thread target.
+void MarkPairs(std::vector<Step>& steps, const passes::Target& target);
+// Whether MarkPairs would pair consecutive steps a and b for `target`.
+bool Pairable(const Step& a, const Step& b, const passes::Target& target);
 
 }  // namespace axle::runtime::internal

@@ -47,7 +47,7 @@ constexpr int64_t kMaxPieces = 4096;
 }  // namespace
 
 void CpuExecutable::MarkGroups(std::vector<Step>& steps) const {
-  if (ThreadPool::Global().num_threads() < 2 || !flags::groups()) return;
+  if (target_.threads < 2 || !flags::groups()) return;
   size_t k = 0;
   while (k < steps.size()) {
     const Step& first = steps[k];

@@ -41,8 +41,8 @@ int64_t ProductMacs(const Node& n) {
 
 }  // namespace
 
-bool Pairable(const Step& a, const Step& b) {
-  if (ThreadPool::Global().num_threads() != 2) return false;
+bool Pairable(const Step& a, const Step& b, const passes::Target& target) {
+  if (target.threads != 2) return false;
   auto product = [](const Step& st) {
     return st.kind == Step::kKernel && !st.in_chain && st.kernel.fn && !st.kernel.in_place &&
            st.node->op() == OpKind::kDotGeneral && st.into == nullptr &&
@@ -56,9 +56,9 @@ bool Pairable(const Step& a, const Step& b) {
   });
 }
 
-void MarkPairs(std::vector<Step>& steps) {
+void MarkPairs(std::vector<Step>& steps, const passes::Target& target) {
   for (size_t k = 0; k + 1 < steps.size(); ++k) {
-    if (!Pairable(steps[k], steps[k + 1])) continue;
+    if (!Pairable(steps[k], steps[k + 1], target)) continue;
     steps[k].pair_next = true;
     ++k;  // the second is taken
   }
@@ -126,7 +126,7 @@ bool IsTinyReduction(const Step& st) {
 // reads go down to just after it, and each tiny reduction goes up to just after the first pair
 // that starts after all of its inputs are produced. True when anything moved.
 bool CpuExecutable::HoistBesidePairs(std::vector<Step>& steps) const {
-  if (ThreadPool::Global().num_threads() != 2) return false;
+  if (target_.threads != 2) return false;
   const size_t n = steps.size();
   std::vector<size_t> pair_ends;  // positions of the second product of each pair
   for (size_t p = 0; p + 1 < n; ++p)

@@ -6,6 +6,7 @@
 #include <exception>
 #include <string>
 
+#include "passes/target.h"
 #include "runtime/profile.h"
 
 namespace axle::runtime {
@@ -13,6 +14,7 @@ namespace {
 thread_local bool tls_in_pool_body = false;
 thread_local bool tls_inline = false;
 thread_local const std::string* tls_call_label = nullptr;  // ThreadPool::CallLabel
+thread_local int64_t tls_global_accesses = 0;              // ThreadPool::GlobalAccessesOnThisThread
 
 // Note [Pool spinning] (thread_pool.h).
 constexpr int64_t kWorkerSpinMicros = 5000;
@@ -38,12 +40,14 @@ ThreadPool::~ThreadPool() {
 }
 
 ThreadPool& ThreadPool::Global() {
-  static ThreadPool* pool = [] {
-    unsigned hc = std::thread::hardware_concurrency();
-    return new ThreadPool(static_cast<int>(std::clamp(hc == 0 ? 1u : hc, 1u, 64u)));
-  }();  // never destroyed: workers may outlive static destruction order otherwise
+  // As many threads as the host target says (the compiler plans for the same count); never
+  // destroyed: workers may outlive static destruction order otherwise.
+  static ThreadPool* pool = new ThreadPool(passes::Target::Host().threads);
+  ++tls_global_accesses;
   return *pool;
 }
+
+int64_t ThreadPool::GlobalAccessesOnThisThread() { return tls_global_accesses; }
 
 static void Chunk(int64_t n, int64_t parts, int64_t index, int64_t& begin, int64_t& end) {
   begin = n * index / parts;

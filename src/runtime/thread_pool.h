@@ -111,8 +111,12 @@ class ThreadPool {
   void ParallelFor(int64_t n, int64_t min_parallel, const std::function<void(int64_t, int64_t)>& fn,
                    int chunks_per_thread = kChunksPerThread);
 
-  // The process-wide pool used by the CPU kernels.
+  // The process-wide pool used by the CPU kernels, of Target::Host().threads threads. Only code
+  // that executes reads it: the compiler and the executor's planning read a passes::Target.
   static ThreadPool& Global();
+  // How many times this thread has called Global() (a test compiles and plans modules and
+  // checks that none of it asked for the pool).
+  static int64_t GlobalAccessesOnThisThread();
 
   // Calls so far that were split over the pool rather than run inline (AXLE_PROFILE tells the
   // kernels that ran on one thread from those that used them all).

@@ -1,17 +1,17 @@
-// axle compile FILE.axir [--emit=all|ir|kernels|cpp] [--exact-math]
-// Shows what the compiled backend makes of a module, stage by stage, without running it: the IR
-// after the default pipeline, the kernels fusion partitions it into, and the generated C++
-// translation unit (what jax.jit(f).lower(...).compile().as_text() shows a JAX user). The same
-// steps as runtime/compiled_backend.cc, minus the native compile.
+// axle compile FILE.axir [--emit=all|pipeline|ir|kernels|cpp|schedule] [--target=SPEC] [--exact-math]
+// Shows what the compiled backend makes of a module, stage by stage, without running it: the
+// pipeline it runs, the IR after that pipeline, the kernels fusion partitions it into, the
+// generated C++ translation unit, and the schedule its executor runs (what
+// jax.jit(f).lower(...).compile().as_text() shows a JAX user). It goes through the backend's own
+// code (runtime::DescribeCompiledStages), minus the native compile, so it shows exactly what the
+// backend would run for that target.
 #include <cstdio>
 
 #include <fmt/format.h>
 
-#include "codegen/emit_cpp.h"
-#include "codegen/fusion.h"
 #include "core/flags.h"
-#include "ir/printer.h"
-#include "passes/pass.h"
+#include "passes/target.h"
+#include "runtime/compiled_backend.h"
 #include "tools/commands.h"
 
 namespace axle::tools {
@@ -20,36 +20,53 @@ void AddCompileCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRu
   struct Options {
     std::string file;
     std::string emit = "all";
+    std::string target = "host";
     bool exact_math = false;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
-      "compile", "Show the optimized IR, the fused kernels and the generated C++ of an .axir module");
+      "compile", "Show the pipeline, optimized IR, fused kernels, generated C++ and schedule of an .axir module");
   cmd->add_option("file", opts->file, "the .axir file ('-' for standard input)")->required();
   cmd->add_option("--emit", opts->emit, "what to print")
-      ->check(CLI::IsMember({"all", "ir", "kernels", "cpp"}));
+      ->check(CLI::IsMember({"all", "pipeline", "ir", "kernels", "cpp", "schedule", "target"}));
+  cmd->add_option("--target", opts->target,
+                  "the machine to compile for: host (default), cpu-<N>t or cpu-<isa>-<N>t (isa: scalar, avx2, "
+                  "avx512, avx512bf16)");
   cmd->add_flag("--exact-math", opts->exact_math,
-                "C library transcendentals (as AXLE_FAST_MATH=0); default: the AXLE_FAST_MATH flag");
+                "C library transcendentals and no reassociated sums (as AXLE_FAST_MATH=0); default: the "
+                "AXLE_FAST_MATH flag");
   commands.emplace_back(cmd, [opts] {
+    const passes::Target target = passes::Target::Parse(opts->target);
+    if (opts->emit == "target") {
+      std::printf("%s\n", target.Describe().c_str());
+      return;
+    }
     std::unique_ptr<ir::Module> m = LoadModule(opts->file);
-    passes::RunDefaultPipeline(*m);
-    const std::vector<codegen::Kernel> kernels = codegen::FuseFunction(*m->entry());
+    const bool fast_math = !opts->exact_math && flags::fast_math();
+    const runtime::CompiledStages stages = runtime::DescribeCompiledStages(*m, target, fast_math);
     const bool all = opts->emit == "all";
-    auto section = [&](const char* title) {
-      if (all) std::printf("// ---- %s\n", title);
+    auto section = [&](const std::string& title) {
+      if (all) std::printf("// ---- %s\n", title.c_str());
     };
+    if (all || opts->emit == "pipeline") {
+      section(fmt::format("pipeline for {}", target.Describe()));
+      std::fputs(stages.pipeline.c_str(), stdout);
+    }
     if (all || opts->emit == "ir") {
-      section("IR after the default pipeline");
-      std::fputs(ir::PrintModule(*m).c_str(), stdout);
+      section("IR after the pipeline");
+      std::fputs(stages.ir.c_str(), stdout);
     }
     if (all || opts->emit == "kernels") {
       section("kernels (fused loops run generated code; the others run the executor's kernels)");
-      std::printf("%s\n", codegen::DescribeKernels(kernels).c_str());
+      std::printf("%s\n", stages.kernels.c_str());
     }
     if (all || opts->emit == "cpp") {
       section("generated C++ (one translation unit; compiled at run time with -O3 -march=native)");
-      const bool exact = opts->exact_math || !flags::fast_math();
-      std::fputs(codegen::EmitCpp(kernels, {.exact_math = exact}).source.c_str(), stdout);
+      std::fputs(stages.cpp.c_str(), stdout);
+    }
+    if (all || opts->emit == "schedule") {
+      section("schedule (the executor's steps, in order, with the plan's decisions)");
+      std::fputs(stages.schedule.c_str(), stdout);
     }
   });
 }

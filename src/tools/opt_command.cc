@@ -1,10 +1,14 @@
-// axle opt [--passes=a,b,c] [--list-passes] [-o OUT] FILE.axir
+// axle opt [--passes=a,b,c | --pipeline [--target=SPEC] [--exact-math]] [--list-passes] [-o OUT] FILE.axir
 // Parses and verifies FILE, runs the passes (verifying after each) and prints the module.
+// --pipeline runs the compiler's pipeline (passes::BuildPipeline), as the compiled backend and
+// the sharded step do: with the SPMD stages when the module has a mesh.
 #include <cstdio>
 #include <fstream>
 
 #include "ir/printer.h"
+#include "core/flags.h"
 #include "passes/pass.h"
+#include "passes/pipeline.h"
 #include "tools/commands.h"
 
 namespace axle::tools {
@@ -14,6 +18,10 @@ void AddOptCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner
     std::string file;
     std::vector<std::string> passes;
     bool list = false;
+    bool pipeline = false;
+    bool print_pipeline = false;
+    bool exact_math = false;
+    std::string target = "host";
     std::string out;
   };
   auto opts = std::make_shared<Options>();
@@ -24,6 +32,11 @@ void AddOptCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_flag("--list-passes", opts->list, "list the passes with a one-line summary each");
+  cmd->add_flag("--pipeline", opts->pipeline,
+                "run the compiler's pipeline for --target (the SPMD stages too when the module has a mesh)");
+  cmd->add_flag("--print-pipeline", opts->print_pipeline, "print the stages --pipeline runs instead of the module");
+  cmd->add_option("--target", opts->target, "with --pipeline: host (default), cpu-<N>t or cpu-<isa>-<N>t");
+  cmd->add_flag("--exact-math", opts->exact_math, "with --pipeline: no fast-math rewrites (as AXLE_FAST_MATH=0)");
   cmd->add_option("-o,--output", opts->out, "write the module here instead of standard output");
   commands.emplace_back(cmd, [opts] {
     if (opts->list) {
@@ -33,8 +46,21 @@ void AddOptCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner
       return;
     }
     if (opts->file.empty()) Fail("axle opt: missing FILE.axir (see axle opt --help)");
+    if ((opts->pipeline || opts->print_pipeline) && !opts->passes.empty())
+      Fail("axle opt: --passes and --pipeline exclude each other: --pipeline runs the compiler's own passes");
     std::unique_ptr<ir::Module> m = LoadModule(opts->file);
-    passes::RunPasses(*m, opts->passes);
+    if (opts->pipeline || opts->print_pipeline) {
+      const passes::Pipeline pipeline = passes::BuildPipeline(
+          passes::Target::Parse(opts->target),
+          {.spmd = m->mesh().has_value() && m->mesh()->size() > 1, .fast_math = !opts->exact_math && flags::fast_math()});
+      if (opts->print_pipeline) {
+        std::fputs(pipeline.ToString().c_str(), stdout);
+        return;
+      }
+      pipeline.Run(*m);
+    } else {
+      passes::RunPasses(*m, opts->passes);
+    }
     std::string text = ir::PrintModule(*m);
     if (opts->out.empty()) {
       std::fwrite(text.data(), 1, text.size(), stdout);

@@ -59,7 +59,11 @@ TEST_F(CliTest, CompileShowsIrKernelsAndCpp) {
   const std::string file = Src("docs/examples/layer_norm_backward.axir");
   RunResult all = RunAxle("compile " + file);
   ASSERT_EQ(all.status, 0) << all.output;
-  EXPECT_NE(all.output.find("// ---- IR after the default pipeline\nmodule @layer_norm_backward"), std::string::npos);
+  EXPECT_NE(all.output.find("// ---- IR after the pipeline\nmodule @layer_norm_backward"), std::string::npos);
+  EXPECT_NE(all.output.find("// ---- pipeline for cpu-"), std::string::npos) << all.output;
+  EXPECT_NE(all.output.find("fast-math: split-reductions, scatter-accumulate, dce"), std::string::npos);
+  EXPECT_NE(all.output.find("// ---- schedule (the executor's steps"), std::string::npos);
+  EXPECT_NE(all.output.find("schedule @layer_norm_backward for cpu-"), std::string::npos);
   EXPECT_NE(all.output.find("12 kernels: reduce[4], fused{broadcast_in_dim,div}[4]"), std::string::npos) << all.output;
   EXPECT_NE(all.output.find("extern \"C\" void k11("), std::string::npos);
   RunResult kernels = RunAxle("compile --emit=kernels " + file);
@@ -67,7 +71,35 @@ TEST_F(CliTest, CompileShowsIrKernelsAndCpp) {
   EXPECT_EQ(kernels.output.rfind("12 kernels:", 0), 0u) << kernels.output;
   RunResult bad = RunAxle("compile --emit=asm " + file);
   EXPECT_EQ(bad.status, 1);
-  EXPECT_NE(bad.output.find("--emit: asm not in {all,ir,kernels,cpp}"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("--emit: asm not in {all,pipeline,ir,kernels,cpp,schedule,target}"), std::string::npos)
+      << bad.output;
+  // Another machine's schedule, and the pipeline without fast math.
+  RunResult sixteen = RunAxle("compile --emit=schedule --target=cpu-avx512-16t " + file);
+  ASSERT_EQ(sixteen.status, 0) << sixteen.output;
+  EXPECT_EQ(sixteen.output.rfind("schedule @layer_norm_backward for cpu-avx512-16t: ", 0), 0u) << sixteen.output;
+  RunResult exact = RunAxle("compile --emit=pipeline --exact-math " + file);
+  ASSERT_EQ(exact.status, 0) << exact.output;
+  EXPECT_EQ(exact.output, "simplify x8: simplify, dot-transpose-fold, fold, cse, dce\n");
+  RunResult bad_target = RunAxle("compile --target=gpu-4t " + file);
+  EXPECT_EQ(bad_target.status, 1);
+  EXPECT_NE(bad_target.output.find("target 'gpu-4t': only cpu targets exist"), std::string::npos) << bad_target.output;
+}
+
+// axle opt --pipeline runs what the compiled backend runs; --print-pipeline lists it.
+TEST_F(CliTest, OptRunsTheCompilersPipeline) {
+  const std::string file = Src("docs/examples/layer_norm_backward.axir");
+  RunResult stages = RunAxle("opt --print-pipeline " + file);
+  ASSERT_EQ(stages.status, 0) << stages.output;
+  EXPECT_EQ(stages.output,
+            "simplify x8: simplify, dot-transpose-fold, fold, cse, dce\n"
+            "fast-math: split-reductions, scatter-accumulate, dce\n");
+  RunResult piped = RunAxle("opt --pipeline " + file);
+  RunResult compiled = RunAxle("compile --emit=ir " + file);
+  ASSERT_EQ(piped.status, 0) << piped.output;
+  EXPECT_EQ(piped.output, compiled.output);
+  RunResult both = RunAxle("opt --pipeline --passes=dce " + file);
+  EXPECT_EQ(both.status, 1);
+  EXPECT_NE(both.output.find("--passes and --pipeline exclude each other"), std::string::npos) << both.output;
 }
 
 TEST_F(CliTest, RunErrorsExitOne) {

@@ -1,0 +1,77 @@
+// The compiler's pipeline: the one place that says which passes compile a module, in which order.
+//
+// BuildPipeline(target, options) is the only way a module is compiled: the compiled backend, the
+// sharded step (src/frontend), `axle compile` and `axle opt --pipeline` all run what it returns,
+// so what the tools show is what the backends run. Running a pipeline verifies the module before
+// the first pass and after every pass, and with AXLE_DUMP_DIR writes it after every pass
+// (RunInstrumented): one place, for every caller.
+//
+//   simplify    simplify, dot-transpose-fold, fold, cse, dce        repeated to a fixed point
+//   propagate   sharding-propagation                                only for a module with a mesh
+//   partition   spmd-partition                                      only for a module with a mesh
+//   simplify    (again, on the per-device module)                   only after partition
+//   fast-math   split-reductions, scatter-accumulate, dce           unless exact math is asked for
+//
+// Fusion, scheduling and buffer assignment follow in the backend today (docs/compiler.md); they
+// join this list as passes (issue 36).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/module.h"
+#include "passes/target.h"
+
+namespace axle::passes {
+
+struct PipelineOptions {
+  // The module has a mesh: propagate shardings and partition it into the per-device program
+  // first (the SPMD passes must be registered: spmd::RegisterPasses()).
+  bool spmd = false;
+  // Rewrites that reassociate sums (split-reductions, scatter-accumulate): the compiled backend's
+  // default, off under AXLE_FAST_MATH=0 or `--exact-math`.
+  bool fast_math = true;
+};
+
+// One stage: passes run in order, the whole list repeated until no pass changes anything (at
+// most max_rounds times).
+struct PipelineStage {
+  std::string name;
+  std::vector<std::string> passes;
+  int max_rounds = 1;
+};
+
+class Pipeline {
+ public:
+  explicit Pipeline(std::vector<PipelineStage> stages);
+
+  const std::vector<PipelineStage>& stages() const { return stages_; }
+
+  // Called after each stage with the stage's name and the module as it left the stage (the
+  // sharded step keeps the module after propagation: its shardings are the step's interface).
+  using StageObserver = std::function<void(std::string_view stage, const ir::Module&)>;
+
+  // Runs every stage on `module` in place, verifying and dumping after each pass; returns whether
+  // any pass changed anything. Throws axle::Error when a pass fails or breaks the module (naming
+  // the pass).
+  bool Run(ir::Module& module, const StageObserver& observer = {}) const;
+
+  // The stages up to and including the first one named `stage` / the stages after it (throws
+  // when there is none): the sharded step runs the global part, the backend the per-device part.
+  Pipeline Through(std::string_view stage) const;
+  Pipeline After(std::string_view stage) const;
+
+  // One line a stage: "simplify x8: simplify, dot-transpose-fold, fold, cse, dce".
+  std::string ToString() const;
+
+ private:
+  std::vector<PipelineStage> stages_;
+};
+
+// The pipeline that compiles a module for `target`. Its stages depend on the options and, as
+// passes that read the target join it, on the target.
+Pipeline BuildPipeline(const Target& target, const PipelineOptions& options);
+
+}  // namespace axle::passes

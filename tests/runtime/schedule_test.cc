@@ -1,0 +1,128 @@
+// Schedules as text: every tests/runtime/schedules/*.axir file is one test. Its RUN lines name
+// the targets to compile it for, each with the prefix of its CHECK lines:
+//
+//   // RUN: --target=cpu-2t --check-prefix=T2
+//   // RUN: --target=cpu-16t --check-prefix=T16
+//   module @m { ... }
+//   // T2: pair with 3
+//   // T16-NOT: pair with
+//
+// The runner prints the schedule the compiled backend's executor runs for each target (as
+// `axle compile --emit=schedule --target=...` does) and FileChecks it. The targets are values,
+// not this machine: the tests read the same on any core count and never skip. Reproduce one with
+//   build/axle compile --emit=schedule --target=cpu-16t tests/runtime/schedules/FILE.axir
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "ir/parser.h"
+#include "passes/target.h"
+#include "runtime/compiled_backend.h"
+#include "runtime/thread_pool.h"
+#include "testing/filecheck.h"
+#include "testing/text_test.h"
+
+namespace axle::runtime {
+namespace {
+
+const std::string kDir = std::string(AXLE_SOURCE_DIR) + "/tests/runtime/schedules";
+
+std::string ReadFile(const std::string& file) {
+  std::ifstream in(file);
+  std::stringstream buf;
+  buf << in.rdbuf();
+  return buf.str();
+}
+
+class ScheduleTextTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ScheduleTextTest, MatchesChecks) {
+  const std::string text = ReadFile(GetParam());
+  const std::regex run(R"(// RUN: --target=(\S+) --check-prefix=(\S+))");
+  int runs = 0;
+  for (std::sregex_iterator it(text.begin(), text.end(), run), end; it != end; ++it, ++runs) {
+    const std::string target = (*it)[1], prefix = (*it)[2];
+    auto m = ir::ParseModule(text, GetParam());
+    const std::string schedule =
+        DescribeCompiledStages(*m, passes::Target::Parse(target), /*fast_math=*/true).schedule;
+    const testing::FileCheckResult r = testing::FileCheck(schedule, text, prefix);
+    EXPECT_TRUE(r.ok) << GetParam() << " for " << target << ":\n" << r.message << "\n--- schedule:\n" << schedule;
+  }
+  EXPECT_GT(runs, 0) << GetParam() << ": no '// RUN: --target=SPEC --check-prefix=P' line";
+}
+
+INSTANTIATE_TEST_SUITE_P(Files, ScheduleTextTest, ::testing::ValuesIn(testing::TextTestFiles(kDir, false)),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return testing::TextTestName(info.param, kDir);
+                         });
+
+// A module of products that pair, an attention chain and independent update kernels.
+constexpr const char* kMixed = R"(module @mixed {
+  func @main {
+    %x = parameter() {index=0} : f32[256,256]
+    %w1 = parameter() {index=1} : f32[256,256]
+    %w2 = parameter() {index=2} : f32[256,256]
+    %a = dot_general(%x, %w1) {lhs_contracting=[1], rhs_contracting=[0]} : f32[256,256]
+    %b = dot_general(%x, %w2) {lhs_contracting=[1], rhs_contracting=[0]} : f32[256,256]
+    %c = add(%a, %b) : f32[256,256]
+    %d = tanh(%c) : f32[256,256]
+    return %d
+  }
+})";
+
+// The compiler and the executor's planning read the target they are given, never the runtime's
+// pool (ARCHITECTURE.md, invariant 8): compiling and planning for three targets asks
+// ThreadPool::Global() nothing.
+TEST(ScheduleTest, PlanningNeverReadsTheGlobalPool) {
+  auto m = ir::ParseModule(kMixed);
+  const int64_t before = ThreadPool::GlobalAccessesOnThisThread();
+  for (const char* t : {"cpu-2t", "cpu-8t", "cpu-16t"})
+    EXPECT_FALSE(DescribeCompiledStages(*m, passes::Target::Parse(t), true).schedule.empty()) << t;
+  EXPECT_EQ(ThreadPool::GlobalAccessesOnThisThread(), before);
+  // The counter counts: running a step asks for the pool.
+  auto exe = NewCompiledBackend(nullptr, passes::Target::Parse("cpu-2t"))->Compile(*m);
+  EXPECT_EQ(ThreadPool::GlobalAccessesOnThisThread(), before) << "compiling read the pool";
+  std::vector<BufferPtr> args;
+  for (int i = 0; i < 3; ++i) args.push_back(std::make_shared<ir::Literal>(ir::TensorType(DType::kF32, {256, 256})));
+  exe->Execute(std::move(args));
+  EXPECT_GT(ThreadPool::GlobalAccessesOnThisThread(), before);
+}
+
+// What `axle compile --emit=schedule` prints is the plan the backend's executable runs (the
+// module has pairs, chains and groups).
+TEST(ScheduleTest, TheDescribedScheduleIsTheExecutablesOwn) {
+  const std::string file = kDir + "/pairs_and_chains.axir";
+  auto m = ir::ParseModule(ReadFile(file), file);
+  for (const char* t : {"cpu-2t", "cpu-8t", "cpu-16t"}) {
+    const passes::Target target = passes::Target::Parse(t);
+    auto exe = NewCompiledBackend(nullptr, target)->Compile(*m);
+    EXPECT_EQ(exe->DescribeSchedule(), DescribeCompiledStages(*m, target, true).schedule) << t;
+  }
+}
+
+TEST(TargetTest, ParsesItsTextForms) {
+  const passes::Target t16 = passes::Target::Parse("cpu-16t");
+  EXPECT_EQ(t16.threads, 16);
+  EXPECT_EQ(t16.isa, passes::VectorIsa::kAvx2);
+  EXPECT_EQ(t16.ToString(), "cpu-avx2-16t");
+  EXPECT_EQ(passes::Target::Parse(t16.ToString()), t16);
+  const passes::Target bf = passes::Target::Parse("cpu-avx512bf16-64t");
+  EXPECT_TRUE(bf.avx512_bf16);
+  EXPECT_EQ(bf.vector_bytes(), 64);
+  EXPECT_EQ(passes::Target::Parse(bf.ToString()), bf);
+  EXPECT_EQ(passes::Target::Parse("host"), passes::Target::Host());
+  EXPECT_GE(passes::Target::Host().threads, 1);
+  for (const char* bad : {"gpu-2t", "cpu-0t", "cpu-2", "cpu-sse9-2t", "cpu-99999t", "cpu-t", ""}) {
+    try {
+      passes::Target::Parse(bad);
+      ADD_FAILURE() << bad << " parsed";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cpu-<N>t"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace axle::runtime
