@@ -80,7 +80,7 @@ Cotangents CollectivePermuteVjp(Builder& b, const Node& n, G g) {
 }
 
 // optimization_barrier: the identity on every operand. (The backward values do not pass through
-// a barrier; a remat pass adds its own.)
+// a barrier of their own.)
 Cotangents OptimizationBarrierVjp(Builder&, const Node& n, G g) {
   Cotangents r;
   for (size_t i = 0; i < n.num_operands(); ++i)
