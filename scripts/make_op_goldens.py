@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Generates tests/ir/goldens/op_goldens.inc: expected results of the rounding-sensitive ops.
+"""Generates src/testing/op_goldens.inc: expected results of the rounding-sensitive ops.
 
 Run once, and again only when adding cases (the output is committed):
 
@@ -13,7 +13,7 @@ The values are independent of the Axle interpreter:
   * sums, dot products and running sums are exact rational sums rounded once;
   * rng_bit_generator uses the Philox-4x32-10 below, checked against Random123's known answers.
 
-Each record is one op-sample (see tests/ir/op_samples.h): operands and the expected result as raw
+Each record is one op-sample (see src/testing/op_samples.h): operands and the expected result as raw
 bit patterns, plus the tolerance in ulps of the result type (0 = bitwise).
 """
 
@@ -23,7 +23,7 @@ from fractions import Fraction
 
 import numpy as np
 
-OUT = os.path.join(os.path.dirname(__file__), "..", "tests", "ir", "goldens", "op_goldens.inc")
+OUT = os.path.join(os.path.dirname(__file__), "..", "src", "testing", "op_goldens.inc")
 
 # (precision in bits, frexp exponent of the smallest normal, frexp exponent of overflow)
 FORMATS = {"f32": (24, -125, 128), "bf16": (8, -125, 128), "f16": (11, -13, 16), "f64": (53, -1021, 1024)}

@@ -2,7 +2,7 @@
 //
 // It evaluates a Function node by node on host Literals with naive loops; correctness is its only
 // goal. The semantics of every op (rounding, integer wrap, NaN, index clamping, ...) are written
-// in docs/ir.md, "Ops", and pinned by the op-sample table in tests/ir/op_samples.h.
+// in docs/ir.md, "Ops", and pinned by the op-sample table in src/testing/op_samples.h.
 //
 //   Module m("mlp");
 //   Builder b(m.AddFunction("main"));

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   AddOptCommand(app, commands);
   AddRunCommand(app, commands);
   AddCompileCommand(app, commands);
+  AddTestOpsCommand(app, commands);
   AddHashCommand(app, commands);
   AddFlagsCommand(app, commands);
   AddTrainCommand(app, commands);

@@ -13,7 +13,7 @@
 #include "core/flags.h"
 #include "ir/builder.h"
 #include "ir/shape_inference.h"
-#include "op_samples.h"
+#include "testing/op_samples.h"
 
 namespace axle::ir {
 namespace {

@@ -1,15 +1,15 @@
 // The op-sample table: one list of small, hand-checked (or NumPy-generated) cases per op that
-// drives the interpreter's tests and, later, every backend's differential tests (like ggml's
-// test-backend-ops and PyTorch's OpInfo).
+// drives the interpreter's tests (tests/ir/interpreter_test.cc) and every backend's differential
+// check, `axle test-ops` (testing/op_check.h; like ggml's test-backend-ops and PyTorch's OpInfo).
 //
 // A sample is one node: its op, attributes, operand literals (per replica for collectives),
 // declared result types (for kDeclaresResult ops) and expected results. Expected values never come
 // from the interpreter: they are derived by hand for small cases, or generated once with NumPy by
-// scripts/make_op_goldens.py (tests/ir/goldens/op_goldens.inc) for transcendental and other
+// scripts/make_op_goldens.py (src/testing/op_goldens.inc) for transcendental and other
 // rounding-sensitive float ops.
 //
-// The table lives in tests/ir/op_samples*_test.cc (named *_test.cc so that CMake's test glob
-// compiles them into ir_tests), one file per op family.
+// The table lives in src/testing/op_samples_<family>.cc, one file per op family, in the
+// axle_testing library (the `axle` tool runs it too).
 #pragma once
 
 #include <memory>
@@ -55,7 +55,7 @@ void RegisterSampleCustomCalls();
 std::string CompareLiterals(const Literal& actual, const Literal& expected, int64_t ulps);
 
 // ---------------------------------------------------------------------------------------------
-// Helpers for writing samples (op_samples_*_test.cc).
+// Helpers for writing samples (op_samples_<family>.cc).
 
 inline const std::vector<DType> kAllDTypes = {DType::kF32, DType::kF64, DType::kBF16, DType::kF16,
                                               DType::kI8,  DType::kI32, DType::kI64,  DType::kU8,

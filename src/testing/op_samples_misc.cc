@@ -3,7 +3,7 @@
 // optimization_barrier.
 #include <limits>
 
-#include "op_samples.h"
+#include "testing/op_samples.h"
 
 namespace axle::ir::samples {
 namespace {

@@ -1,5 +1,4 @@
-// The op-sample table's assembly and helpers (see op_samples.h). Not a test itself: the name
-// ends in _test.cc so that the test glob compiles it into ir_tests.
+// The op-sample table's assembly and helpers (see op_samples.h).
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -7,7 +6,7 @@
 #include "core/error.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
-#include "op_samples.h"
+#include "testing/op_samples.h"
 
 namespace axle::ir::samples {
 

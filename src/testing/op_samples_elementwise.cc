@@ -1,9 +1,9 @@
-// Op samples of the elementwise ops (except convert: op_samples_convert_test.cc). Every expected
+// Op samples of the elementwise ops (except convert: op_samples_convert.cc). Every expected
 // value here is derived by hand; transcendental functions and random float arithmetic come from
-// the NumPy goldens (op_samples_golden_test.cc).
+// the NumPy goldens (op_samples_golden.cc).
 #include <limits>
 
-#include "op_samples.h"
+#include "testing/op_samples.h"
 
 namespace axle::ir::samples {
 namespace {

@@ -1,6 +1,6 @@
 // Op samples of the data-movement ops. Each case states which operand element lands where (flat
 // indices worked out by hand), so it runs in every dtype the op accepts.
-#include "op_samples.h"
+#include "testing/op_samples.h"
 
 namespace axle::ir::samples {
 namespace {

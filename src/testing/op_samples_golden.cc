@@ -1,7 +1,7 @@
 // Op samples generated once by scripts/make_op_goldens.py with NumPy and exact rational rounding
-// (tests/ir/goldens/op_goldens.inc): transcendental functions, float arithmetic, conversions
+// (src/testing/op_goldens.inc): transcendental functions, float arithmetic, conversions
 // near rounding ties, accumulating ops, and Philox counters with carries.
-#include "op_samples.h"
+#include "testing/op_samples.h"
 
 namespace axle::ir::samples {
 namespace {
@@ -22,7 +22,7 @@ struct GoldenCase {
 
 const std::vector<GoldenCase>& Goldens() {
   static const std::vector<GoldenCase>* goldens = new std::vector<GoldenCase>{
-#include "goldens/op_goldens.inc"
+#include "testing/op_goldens.inc"
   };
   return *goldens;
 }

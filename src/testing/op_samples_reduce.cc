@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "op_samples.h"
+#include "testing/op_samples.h"
 
 namespace axle::ir::samples {
 namespace {
