@@ -19,6 +19,7 @@ struct Metrics {
   int64_t cache_hits = 0;        // graphs found in the in-memory executable cache
   int64_t replays = 0;           // of those, steps a CompiledFunction launched without tracing
   double compile_s = 0;          // total seconds getting executables (compiles + disk loads; tracing excluded)
+  int64_t passes_run = 0;        // compiler passes run (0 on a warm start: optimized modules come from the disk cache)
   double execute_s = 0;          // total seconds of step execution (on the execution thread)
   double trace_cut_s = 0;        // total seconds cutting and hashing graphs
   int64_t to_device = 0;         // host -> device transfers and their bytes

@@ -2,11 +2,13 @@
 // tracing thread and the execution thread.
 #include <fmt/format.h>
 
+#include <atomic>
 #include <mutex>
 
 #include "axle/metrics.h"
 #include "frontend/lazy.h"
 #include "frontend/ops_internal.h"
+#include "passes/pass.h"
 
 namespace axle::detail {
 namespace {
@@ -43,14 +45,21 @@ int64_t CountSync() {
 
 namespace axle {
 
+namespace {
+// passes::PassesRun() at the last reset_metrics(): the passes counter is the compiler's own.
+std::atomic<int64_t> g_passes_at_reset{0};
+}  // namespace
+
 Metrics metrics() {
   Metrics copy;
   detail::UpdateMetrics([&](Metrics& m) { copy = m; });
+  copy.passes_run = passes::PassesRun() - g_passes_at_reset.load();
   return copy;
 }
 
 void reset_metrics() {
   detail::UpdateMetrics([](Metrics& m) { m = Metrics{}; });
+  g_passes_at_reset.store(passes::PassesRun());
 }
 
 std::string metrics_report() {
@@ -62,6 +71,7 @@ std::string metrics_report() {
   s += fmt::format("Metric: memory cache hits  {}\n", m.cache_hits);
   s += fmt::format("Metric: replayed steps     {} (compiled functions, not traced)\n", m.replays);
   s += fmt::format("Metric: compile time       {:.3f} s (compiles and disk loads)\n", m.compile_s);
+  s += fmt::format("Metric: passes run         {}\n", m.passes_run);
   s += fmt::format("Metric: execute time       {:.3f} s\n", m.execute_s);
   s += fmt::format("Metric: trace cut + hash   {:.3f} s\n", m.trace_cut_s);
   s += fmt::format("Metric: to device          {} transfers, {} bytes\n", m.to_device,

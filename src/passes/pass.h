@@ -49,6 +49,10 @@ std::unique_ptr<Pass> CreatePass(std::string_view name);
 // NNN counting from 001 within this call.
 void RunPasses(ir::Module& module, const std::vector<std::string>& names);
 
+// Passes run in this process so far (every RunPasses / pipeline pass, `default`'s inner ones too):
+// a warm start that takes its optimized modules from the disk cache runs none.
+int64_t PassesRun();
+
 // The default optimization pipeline: the passes of one round, in order. `default` (a registered
 // pass, usable as `--passes=default`) repeats the round until no pass changes anything, at most
 // kDefaultPipelineMaxRounds times.

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 
@@ -47,9 +48,14 @@ void Dump(const ir::Module& module, std::string_view label) {
   if (!out) Fail("AXLE_DUMP_DIR: cannot write '{}'", path);
 }
 
+std::atomic<int64_t> g_passes_run{0};  // PassesRun
+
 }  // namespace
 
+int64_t PassesRun() { return g_passes_run.load(std::memory_order_relaxed); }
+
 bool RunInstrumented(Pass& pass, ir::Module& module) {
+  g_passes_run.fetch_add(1, std::memory_order_relaxed);
   const bool changed = pass.Run(module);
   try {
     ir::Verify(module);

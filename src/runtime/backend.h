@@ -63,6 +63,7 @@ struct ExecuteStats {
 struct CompileInfo {
   bool disk_hit = false;        // its native code was loaded from the on-disk cache
   double native_compile_s = 0;  // seconds in the native compiler (0 on a disk hit)
+  bool pipeline_cached = false; // the optimized module came from the disk cache: no pass ran
 };
 
 class Executable {

@@ -17,6 +17,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <unordered_map>
@@ -25,7 +27,10 @@
 #include "codegen/fusion.h"
 #include "codegen/jit.h"
 #include "core/flags.h"
+#include "ir/hash.h"
 #include "ir/interpreter.h"
+#include "ir/parser.h"
+#include "ir/verifier.h"
 #include "ir/printer.h"
 #include "passes/pipeline.h"
 #include "runtime/cpu_executor.h"
@@ -49,11 +54,45 @@ struct Lowered {
   codegen::EmittedModule emitted;
 };
 
-Lowered Lower(const ir::Module& module, const passes::Target& target, bool fast_math) {
+// Note [A warm start skips the pipeline]
+// A new process compiling a module it compiled before used to run the whole pipeline again and
+// found only the native code in the disk cache. Now the module the pipeline produced is cached
+// too, as text (the IR round-trips through its printer and parser), keyed by the traced module's
+// structural hash, the target and the fast-math setting (and, through DiskCache::MakeKey, the
+// build, so a changed pass never reads an old result). The hash ignores value names and the order
+// of independent nodes, as the frontend's executable cache does: modules it calls equal compute
+// the same values, so they may share one optimized module. An entry that does not parse or verify
+// is a warning and a miss, never a crash or a wrong module.
+std::unique_ptr<ir::Module> Optimize(const ir::Module& module, const passes::Target& target, bool fast_math,
+                                     DiskCache* cache, CompileInfo* info) {
+  const std::string key =
+      cache == nullptr ? "" : DiskCache::MakeKey(fmt::format("ir-{}-{}-{}", ir::HashModule(module).ToHex(),
+                                                             target.ToString(), fast_math ? "fast" : "exact"));
+  if (cache != nullptr) {
+    if (std::optional<std::string> text = cache->Get(key)) {
+      try {
+        std::unique_ptr<ir::Module> m = ir::ParseModule(*text, "<disk cache: optimized module>");
+        ir::Verify(*m);
+        if (m->entry() == nullptr) Fail("no entry function");
+        if (info != nullptr) info->pipeline_cached = true;
+        return m;
+      } catch (const Error& e) {
+        std::fprintf(stderr, "axle: warning: disk cache: the optimized module of @%s does not load (%s); running the pipeline\n",
+                     std::string(module.name()).c_str(), e.what());
+      }
+    }
+  }
+  std::unique_ptr<ir::Module> m = module.Clone();
+  passes::BuildPipeline(target, {.fast_math = fast_math}).Run(*m);
+  if (cache != nullptr) cache->Put(key, ir::PrintModule(*m));
+  return m;
+}
+
+Lowered Lower(const ir::Module& module, const passes::Target& target, bool fast_math, DiskCache* cache = nullptr,
+              CompileInfo* info = nullptr) {
+  if (module.entry() == nullptr) Fail("compiled backend: module @{} has no entry function", module.name());
   Lowered out;
-  out.module = module.Clone();
-  if (out.module->entry() == nullptr) Fail("compiled backend: module @{} has no entry function", out.module->name());
-  passes::BuildPipeline(target, {.fast_math = fast_math}).Run(*out.module);
+  out.module = Optimize(module, target, fast_math, cache, info);
   out.kernels = codegen::FuseFunction(*out.module->entry());
   out.emitted = codegen::EmitCpp(out.kernels, {.exact_math = !fast_math});
   return out;
@@ -114,11 +153,11 @@ std::unique_ptr<Executable> Assemble(Lowered lowered, std::shared_ptr<codegen::J
 }
 
 std::unique_ptr<Executable> CompileModule(const ir::Module& module, DiskCache* cache, const passes::Target& target) {
-  Lowered lowered = Lower(module, target, flags::fast_math());
+  CompileInfo info;
+  Lowered lowered = Lower(module, target, flags::fast_math(), cache, &info);
   const std::vector<codegen::Kernel>& kernels = lowered.kernels;
   const codegen::EmittedModule& em = lowered.emitted;
   std::shared_ptr<codegen::JitLibrary> lib;
-  CompileInfo info;
   if (const std::string dir = flags::dump_dir(); !dir.empty()) {
     // AXLE_DUMP_DIR: the generated translation unit and the kernel list, next to the passes' dumps.
     std::filesystem::create_directories(dir);

@@ -312,8 +312,8 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
     if (step == 0) {
       result.startup_s = Since(start);
       const Metrics m = metrics();
-      out << fmt::format("startup: {:.2f} s to the first step ({} compiled, {} from the disk cache)\n",
-                         result.startup_s, m.compiles, m.disk_hits);
+      out << fmt::format("startup: {:.2f} s to the first step ({} compiled, {} from the disk cache, {} passes run)\n",
+                         result.startup_s, m.compiles, m.disk_hits, m.passes_run);
     }
     if (prev_loss.defined()) {
       prev.loss = prev_loss.item();

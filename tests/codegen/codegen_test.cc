@@ -25,6 +25,7 @@
 #include "codegen/fusion.h"
 #include "codegen/jit.h"
 #include "ir/builder.h"
+#include "ir/hash.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "passes/pass.h"
@@ -1204,7 +1205,8 @@ TEST(JitTest, SecondCompileInAFreshBackendHitsTheDiskCache) {
     const auto s1 = codegen::GetJitStats();
     EXPECT_EQ(s1.compiles - s0.compiles, 1);
     EXPECT_EQ(s1.disk_hits - s0.disk_hits, 0);
-    EXPECT_EQ(cache.stats().puts, 1);
+    EXPECT_EQ(cache.stats().puts, 2);  // the optimized module and the library
+    EXPECT_FALSE(exe->compile_info().pipeline_cached);
     std::vector<BufferPtr> want = runtime::testutil::Run("interpreter", m, args);
     EXPECT_TRUE(runtime::testutil::SameBits(*want[0], *exe->Execute(Buffers(args))[0]));
   }
@@ -1212,6 +1214,7 @@ TEST(JitTest, SecondCompileInAFreshBackendHitsTheDiskCache) {
     runtime::DiskCache cache(dir.path);
     auto backend = runtime::NewCompiledBackend(&cache);
     const auto s0 = codegen::GetJitStats();
+    const int64_t passes0 = passes::PassesRun();
     auto t0 = Clock::now();
     std::unique_ptr<runtime::Executable> exe;
     exe = backend->Compile(m);
@@ -1219,12 +1222,38 @@ TEST(JitTest, SecondCompileInAFreshBackendHitsTheDiskCache) {
     const auto s1 = codegen::GetJitStats();
     EXPECT_EQ(s1.compiles - s0.compiles, 0);
     EXPECT_EQ(s1.disk_hits - s0.disk_hits, 1);
-    EXPECT_EQ(cache.stats().hits, 1);
+    EXPECT_EQ(cache.stats().hits, 2);
+    // Note [A warm start skips the pipeline]: no pass ran.
+    EXPECT_EQ(passes::PassesRun(), passes0);
+    EXPECT_TRUE(exe->compile_info().pipeline_cached);
     std::vector<BufferPtr> want = runtime::testutil::Run("interpreter", m, args);
     std::vector<BufferPtr> got = exe->Execute(Buffers(args));
     EXPECT_TRUE(runtime::testutil::SameBits(*want[0], *got[0]));
   }
   std::printf("[compile time] gelu module: cold %.3f s, disk hit %.4f s\n", cold, warm);
+}
+
+// An optimized module in the cache that does not parse is a warning and a miss: the pipeline runs
+// and the results are right.
+TEST(JitTest, AnOptimizedModuleThatDoesNotLoadIsAMiss) {
+  TempDir dir;
+  ir::Module m("bad_entry");
+  Builder b(m.AddFunction("main"));
+  b.Return({GeluTanh(b, b.Parameter(0, F32({64}), "x"))});
+  std::vector<Literal> args = {RandomLiteral(DType::kF32, {64}, 6)};
+  FastMathScope exact(false);
+  runtime::DiskCache cache(dir.path);
+  const std::string key = runtime::DiskCache::MakeKey(
+      fmt::format("ir-{}-{}-exact", ir::HashModule(m).ToHex(), passes::Target::Host().ToString()));
+  for (const char* garbage : {"module @x { func @main { return %nope } }", "not IR at all", ""}) {
+    cache.Put(key, garbage);
+    const int64_t passes0 = passes::PassesRun();
+    auto exe = runtime::NewCompiledBackend(&cache)->Compile(m);
+    EXPECT_FALSE(exe->compile_info().pipeline_cached) << garbage;
+    EXPECT_GT(passes::PassesRun(), passes0) << garbage;
+    std::vector<BufferPtr> want = runtime::testutil::Run("interpreter", m, args);
+    EXPECT_TRUE(runtime::testutil::SameBits(*want[0], *exe->Execute(Buffers(args))[0])) << garbage;
+  }
 }
 
 TEST(JitTest, CompilerFailureIsAClearError) {

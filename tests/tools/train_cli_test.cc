@@ -68,6 +68,10 @@ TEST_F(TrainCliTest, SecondProcessOnAWarmCacheCompilesNothing) {
   ASSERT_EQ(warm.status, 0) << warm.output;
   EXPECT_THAT(warm.output, HasSubstr("Metric: compiles           0\n")) << warm.output;
   EXPECT_THAT(warm.output, ::testing::Not(HasSubstr("Metric: disk cache hits    0\n"))) << warm.output;
+  // Note [A warm start skips the pipeline]: the optimized modules come from the cache too.
+  EXPECT_THAT(cold.output, ::testing::Not(HasSubstr("Metric: passes run         0\n"))) << cold.output;
+  EXPECT_THAT(warm.output, HasSubstr("Metric: passes run         0\n")) << warm.output;
+  EXPECT_THAT(warm.output, HasSubstr(" from the disk cache, 0 passes run)")) << warm.output;
   auto losses = [](const std::string& out) {
     std::string s;
     for (size_t p = out.find("| loss "); p != std::string::npos; p = out.find("| loss ", p + 1))
