@@ -40,7 +40,7 @@ case "$CONFIG" in
   *) BATCH="${BATCH:-4}" ;;
 esac
 SEQ="${SEQ:-64}"
-# One OpenBLAS core for every side (Note [OpenBLAS's kernels], src/runtime/blas.cc): an
+# One OpenBLAS core for every side (Note [OpenBLAS's kernels], src/backends/cpu/blas.cc): an
 # environment that sets OPENBLAS_CORETYPE (this VM's set Haswell, AVX2, on a Zen 5 whose AVX-512
 # kernels run sgemm twice as fast) would otherwise hold back Axle, PyTorch and the roofline alike.
 OPENBLAS_KERNELS="${OPENBLAS_KERNELS:-auto}"

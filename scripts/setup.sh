@@ -6,7 +6,7 @@
 #                                  bench/; /usr/bin/python3 sees it)
 # It also installs Intel MKL from PyPI when pip can (`pip install --no-deps mkl`: a ~230 MB
 # download, 685 MB installed): the BLAS dot_general prefers (Note [Which BLAS],
-# src/runtime/blas.cc; CMake finds it in the Python prefix).
+# src/backends/cpu/blas.cc; CMake finds it in the Python prefix).
 # Without it everything works on OpenBLAS. AXLE_NO_MKL=1 skips it.
 set -euo pipefail
 

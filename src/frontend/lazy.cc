@@ -15,6 +15,7 @@
 #include <map>
 #include <thread>
 
+#include "backends/registry.h"
 #include "axle/metrics.h"
 #include "core/flags.h"
 #include "ir/hash.h"

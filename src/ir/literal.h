@@ -26,7 +26,7 @@ namespace axle::ir {
 // allocations then walked up the heap: each step's buffers landed on fresh pages (a test that
 // allocates 64 + 32 MB and frees them, four times, faulted 16K pages in every round, the heap
 // growing by 64 MB a round) instead of reusing the last step's (CpuMemoryTest in
-// tests/runtime/cpu_backend_test.cc; Note [Keeping freed memory] in runtime/cpu_executor.cc).
+// tests/backends/cpu/backend_test.cc; Note [Keeping freed memory] in backends/cpu/executor.cc).
 namespace detail {
 void* AllocateAligned64(size_t bytes);
 void FreeAligned64(void* p) noexcept;

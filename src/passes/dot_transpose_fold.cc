@@ -1,6 +1,6 @@
 // dot-transpose-fold: a transpose that only feeds dot_general's dimension numbers is folded into
 // them, so the transpose need not be materialized (the CPU backend's dot hands [B,K,M] / [B,N,K]
-// layouts to BLAS with a transpose flag instead of copying, see runtime/cpu_dot.cc).
+// layouts to BLAS with a transpose flag instead of copying, see backends/cpu/dot.cc).
 //
 // The algebra. t = transpose(x, p): t's dim i is x's dim p[i], t[j...] = x[j permuted by p].
 // dot_general(t, y, lhs_batch = Lb, lhs_contracting = Lc, ...) reads t's dim d, which is x's dim

@@ -108,10 +108,8 @@ class Backend {
   virtual std::unique_ptr<Executable> Compile(const ir::Module& module) = 0;
 };
 
-// The backend registered under `name`; throws axle::Error listing the known names otherwise.
-// Backends are process-wide singletons.
-Backend& GetBackend(std::string_view name);
-// Names of the registered backends, sorted.
-std::vector<std::string> BackendNames();
+// The reference interpreter as a backend (interpreter_backend.cc): the oracle every other backend
+// is tested against. The registry of all backends by name is src/backends/registry.h.
+Backend& InterpreterBackend();
 
 }  // namespace axle::runtime

@@ -641,4 +641,30 @@ std::unique_ptr<Communicator> NewInProcessCommunicator(int num_devices) {
   return std::make_unique<InProcessCommunicator>(num_devices);
 }
 
+void RunCollectiveNode(const ir::Node& n, const DeviceContext& device, const ir::Literal& in, ir::Literal& out) {
+  Communicator& comm = *device.comm;
+  const int d = device.device;
+  switch (n.op()) {
+    case ir::OpKind::kAllReduce: {
+      const auto& a = n.attrs_as<ir::AllReduceAttrs>();
+      return comm.AllReduce(d, in, out, a.kind, a.groups);
+    }
+    case ir::OpKind::kAllGather: {
+      const auto& a = n.attrs_as<ir::AllGatherAttrs>();
+      return comm.AllGather(d, in, out, a.dim, a.groups);
+    }
+    case ir::OpKind::kReduceScatter: {
+      const auto& a = n.attrs_as<ir::ReduceScatterAttrs>();
+      return comm.ReduceScatter(d, in, out, a.kind, a.dim, a.groups);
+    }
+    case ir::OpKind::kAllToAll: {
+      const auto& a = n.attrs_as<ir::AllToAllAttrs>();
+      return comm.AllToAll(d, in, out, a.split_dim, a.concat_dim, a.groups);
+    }
+    case ir::OpKind::kCollectivePermute:
+      return comm.CollectivePermute(d, in, out, n.attrs_as<ir::CollectivePermuteAttrs>().pairs);
+    default: Fail("internal error: {} is not a collective", n.name());
+  }
+}
+
 }  // namespace axle::runtime

@@ -27,6 +27,8 @@
 
 #include "ir/attrs.h"
 #include "ir/literal.h"
+#include "ir/module.h"
+#include "runtime/backend.h"
 
 namespace axle::runtime {
 
@@ -107,5 +109,8 @@ void ReduceScatter(std::span<const ir::Literal* const> group, ir::ReduceKind kin
 void AllToAll(std::span<const ir::Literal* const> group, int64_t split_dim, int64_t concat_dim, size_t position,
               ir::Literal& out);
 }  // namespace collective
+
+// Runs collective node `n` of `device` through its communicator into `out` (of the result type).
+void RunCollectiveNode(const ir::Node& n, const DeviceContext& device, const ir::Literal& in, ir::Literal& out);
 
 }  // namespace axle::runtime

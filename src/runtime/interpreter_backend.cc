@@ -7,7 +7,6 @@
 
 #include "ir/interpreter.h"
 #include "runtime/collectives.h"
-#include "runtime/cpu_executor.h"
 
 namespace axle::runtime {
 namespace {

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "core/flags.h"
-#include "runtime/backend.h"
+#include "backends/registry.h"
 #include "runtime/devices.h"
 #include "testing/module_batch.h"
 

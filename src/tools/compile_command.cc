@@ -11,7 +11,7 @@
 
 #include "core/flags.h"
 #include "passes/target.h"
-#include "runtime/compiled_backend.h"
+#include "backends/cpu/compiled_backend.h"
 #include "tools/commands.h"
 
 namespace axle::tools {

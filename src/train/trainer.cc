@@ -21,7 +21,7 @@
 #include "core/error.h"
 #include "core/flags.h"
 #include "frontend/sharded_step.h"
-#include "runtime/blas.h"
+#include "backends/cpu/blas.h"
 #include "train/parallel.h"
 #include "train/corpus.h"
 #include "train/data.h"
@@ -224,7 +224,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
                      "{}, {} steps, backend {}\n",
                      config.ToString(), model->num_parameters() / 1e6, data.tokens.size(),
                      data.source, o.batch, o.seq, o.steps, backend());
-  if (backend() != "interpreter") {  // Note [Which BLAS] (runtime/blas.cc); AXLE_BLAS=mkl without MKL fails here
+  if (backend() != "interpreter") {  // Note [Which BLAS] (backends/cpu/blas.cc); AXLE_BLAS=mkl without MKL fails here
     const runtime::cpu::BlasLibrary& blas = runtime::cpu::Blas();
     out << fmt::format("blas: {}, {}\n", blas.name, blas.detail);
   }

@@ -21,16 +21,16 @@
 
 #include "autodiff/vjp.h"
 #include "core/flags.h"
-#include "codegen/emit_cpp.h"
+#include "backends/cpu/emit_cpp.h"
 #include "codegen/fusion.h"
-#include "codegen/jit.h"
+#include "backends/cpu/jit.h"
 #include "ir/builder.h"
 #include "ir/hash.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "passes/pass.h"
-#include "runtime/backend.h"
-#include "runtime/compiled_backend.h"
+#include "backends/registry.h"
+#include "backends/cpu/compiled_backend.h"
 #include "runtime/disk_cache.h"
 #include "runtime/thread_pool.h"
 #include "../runtime/runtime_test_util.h"
@@ -583,7 +583,7 @@ TEST(CompiledBackendTest, FullReductionsSplitInFastMath) {
   }
 }
 
-// Note [Column sums by blocks of rows] (codegen/emit_cpp.h): in fast math an f32 column sum of at
+// Note [Column sums by blocks of rows] (backends/cpu/emit_cpp.h): in fast math an f32 column sum of at
 // least 2 x 64 rows is cut into blocks of whole rows whose partial sums are added in block order:
 // each output within an ulp of the interpreter's (double accumulation, reassociated), the same
 // bits whether the blocks ran on the pool or inline, the prologue's own output bitwise. Exact

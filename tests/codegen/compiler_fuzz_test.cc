@@ -23,14 +23,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "codegen/jit.h"
+#include "backends/cpu/jit.h"
 #include "core/flags.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
-#include "runtime/backend.h"
-#include "runtime/compiled_backend.h"
+#include "backends/registry.h"
+#include "backends/cpu/compiled_backend.h"
 #include "../runtime/runtime_test_util.h"
 #include "random_ops.h"
 #include "testing/module_batch.h"

@@ -22,13 +22,13 @@
 #include <string>
 #include <vector>
 
-#include "codegen/emit_cpp.h"
+#include "backends/cpu/emit_cpp.h"
 #include "codegen/fusion.h"
-#include "codegen/jit.h"
+#include "backends/cpu/jit.h"
 #include "core/flags.h"
 #include "ir/builder.h"
 #include "runtime/backend.h"
-#include "runtime/compiled_backend.h"
+#include "backends/cpu/compiled_backend.h"
 #include "../runtime/runtime_test_util.h"
 
 namespace axle {

@@ -8,13 +8,13 @@
 #include <random>
 
 #include "autodiff/vjp.h"
-#include "codegen/emit_cpp.h"
+#include "backends/cpu/emit_cpp.h"
 #include "codegen/fusion.h"
 #include "core/flags.h"
 #include "ir/builder.h"
 #include "ir/printer.h"
 #include "passes/pass.h"
-#include "runtime/backend.h"
+#include "backends/registry.h"
 #include "../runtime/runtime_test_util.h"
 
 namespace axle {

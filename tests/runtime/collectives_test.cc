@@ -11,13 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "backends/registry.h"
 #include "core/flags.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "runtime/collectives.h"
-#include "runtime/compiled_backend.h"
+#include "backends/cpu/compiled_backend.h"
 #include "runtime/devices.h"
 #include "runtime/thread_pool.h"
 #include "runtime_test_util.h"

@@ -11,8 +11,8 @@
 
 #include "core/flags.h"
 #include "ir/parser.h"
-#include "runtime/backend.h"
-#include "runtime/compiled_backend.h"
+#include "backends/registry.h"
+#include "backends/cpu/compiled_backend.h"
 #include "runtime/thread_pool.h"
 #include "runtime_test_util.h"
 
@@ -121,7 +121,7 @@ std::vector<BufferPtr> RunPlanned(const ir::Module& m, const std::vector<ir::Lit
   return got;
 }
 
-// Note [Batch-sliced chains] (cpu_chains.cc): runs `text` with chains and kernel by kernel (for
+// Note [Batch-sliced chains] (backends/cpu/chains.cc): runs `text` with chains and kernel by kernel (for
 // `args` and for `args` with one inf), and checks that the chained run ran `chained` kernels in
 // chains, that both runs have the same bits, and that they are the interpreter's within 1e-4.
 void ExpectChainsKeepTheBits(const std::string& text, const std::vector<ir::Literal>& args, int64_t inf_at,
@@ -241,7 +241,7 @@ TEST(CompiledExecutorTest, AnMlpRunsAsAChainOfRowBlocks) {
   }
 }
 
-// Note [Independent kernels as one loop] (cpu_groups.cc): three parameters' updates (one fused
+// Note [Independent kernels as one loop] (backends/cpu/groups.cc): three parameters' updates (one fused
 // kernel each, of 40000, 4096 and 100 elements, reading none of each other's results) and a
 // kernel that reads the first one's gradient run as one pool call; the results are the bits of
 // one call each, still written into the donated arguments' storage (except where another kernel
@@ -289,7 +289,7 @@ TEST(CompiledExecutorTest, IndependentKernelsRunAsOneLoop) {
   }
 }
 
-// Note [Products into views] (cpu_views.cc): attention's q, k and v slices of a QKV buffer are
+// Note [Products into views] (backends/cpu/views.cc): attention's q, k and v slices of a QKV buffer are
 // read in place by the products, the output's transpose and the gradients' transposes and
 // concatenation are written by them; 8 copies folded. The bits are those of the copies (with
 // chains and without, and with an inf that sends the products to their exact loop), and the
@@ -391,7 +391,7 @@ TEST(CompiledExecutorTest, PairedProductsReadASliceInPlace) {
   }
 }
 
-// Note [Products side by side] (cpu_pairs.cc): a linear layer's two gradient products (dx and
+// Note [Products side by side] (backends/cpu/pairs.cc): a linear layer's two gradient products (dx and
 // dw, independent, equal work) run as one pool call of two whole products on a two-thread pool;
 // a product that reads the one before it does not pair. Results as the interpreter's, and the
 // same bits on every run.
@@ -432,7 +432,7 @@ TEST(CompiledExecutorTest, IndependentProductsRunSideBySide) {
   }
 }
 
-// Note [Kernels beside a pair] (cpu_pairs.cc): the small kernels next to a pair that do not
+// Note [Kernels beside a pair] (backends/cpu/pairs.cc): the small kernels next to a pair that do not
 // read its products join its pool call (the sum of squares of the first weight gradient moves
 // up from the end to beside the second pair), and the results are the interpreter's, the same
 // bits on every run and the same as without the pool (one thread runs everything in order).
@@ -606,7 +606,7 @@ TEST(CompiledExecutorTest, FollowersOfRandomChainsKeepTheirValues) {
   }
 }
 
-// Note [Buffers kept between runs] (cpu_executor.cc): from the second run on, the intermediates a
+// Note [Buffers kept between runs] (backends/cpu/executor.cc): from the second run on, the intermediates a
 // run freed seed the next run's free list, so the third run allocates fewer buffers; the results
 // handed out earlier are never among them (still the same values after later runs).
 TEST(CompiledExecutorTest, IntermediatesAreKeptForTheNextRun) {

@@ -22,9 +22,9 @@
 #include "core/flags.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
-#include "runtime/backend.h"
-#include "runtime/blas.h"
-#include "runtime/cpu_kernels.h"
+#include "backends/registry.h"
+#include "backends/cpu/blas.h"
+#include "backends/cpu/kernels.h"
 #include "runtime_test_util.h"
 #include "testing/models.h"
 
@@ -295,7 +295,7 @@ TEST(CpuDotTest, TransposeIntoMatchesTheDefinition) {
   }
 }
 
-// Note [B transposed for oneDNN] (cpu_dot.cc): with oneDNN on AVX-512, each item of a product
+// Note [B transposed for oneDNN] (backends/cpu/dot.cc): with oneDNN on AVX-512, each item of a product
 // whose B is stored [N, K] with K >= 512, N <= K / 4 and at least 256 rows, or with N <= 64,
 // K <= 128 and at least 64 rows, reads B copied to [K, N]; no other product, and no other BLAS,
 // copies it. Values as the interpreter's; an inf in B
@@ -355,7 +355,7 @@ TEST(CpuDotTest, SmallStridedLayoutsAreExact) {
   }
 }
 
-// Note [BLAS and non-finite values] (cpu_dot.cc): an inf or NaN operand, a 0 * inf, and f32
+// Note [BLAS and non-finite values] (backends/cpu/dot.cc): an inf or NaN operand, a 0 * inf, and f32
 // partial sums that overflow where the exact sum does not, on both the batched and the split path.
 template <typename T>
 void CheckNonFiniteDot(int64_t M, int64_t K, int64_t N) {
@@ -400,7 +400,7 @@ TEST(CpuDotTest, NonFiniteValuesMatchTheExactLoop) {
   CheckNonFiniteDot<double>(128, 96, 128);
 }
 
-// Note [Zeroing C ourselves] (cpu_dot.cc): OpenBLAS is called with beta = 1 on a C we clear
+// Note [Zeroing C ourselves] (backends/cpu/dot.cc): OpenBLAS is called with beta = 1 on a C we clear
 // first, so what the output buffer held before (a recycled intermediate: here NaN) never reaches
 // the result, on the batched path and on C split by rows and by columns.
 TEST(CpuDotTest, WhatTheOutputBufferHeldDoesNotReachTheResult) {
@@ -439,7 +439,7 @@ TEST(CpuDotTest, WhatTheOutputBufferHeldDoesNotReachTheResult) {
   });
 }
 
-// Note [Product tiles] (cpu_dot.cc): a product whose C is a few MB per thread is cut into one
+// Note [Product tiles] (backends/cpu/dot.cc): a product whose C is a few MB per thread is cut into one
 // block per thread; a bigger one into at least two tiles per thread of at most 2 MB, covering C
 // with no empty tile.
 TEST(CpuDotTest, LargeProductsAreCutIntoTilesThatCoverTheResult) {
@@ -502,7 +502,7 @@ TEST(CpuDotTest, SmallDotsAreExactAndEmptyContractionIsZero) {
                  RandomLiteral(DType::kF32, {3, 2}, 4)}, 0);
 }
 
-// Note [Keeping freed memory] (cpu_executor.cc): a buffer freed by a thread other than the main
+// Note [Keeping freed memory] (backends/cpu/executor.cc): a buffer freed by a thread other than the main
 // one (the executor thread allocates every kernel's outputs) is reused by the next allocation of
 // its size without faulting its pages in again. glibc gives such a thread its own arena of
 // mmapped heaps unless the process has one arena; the backend's static initializer sets it.

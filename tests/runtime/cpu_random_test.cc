@@ -9,8 +9,8 @@
 
 #include "ir/builder.h"
 #include "ir/printer.h"
-#include "runtime/backend.h"
-#include "runtime/cpu_kernels.h"
+#include "backends/registry.h"
+#include "backends/cpu/kernels.h"
 #include "runtime_test_util.h"
 #include "testing/random_module.h"
 
@@ -65,7 +65,7 @@ void Compare(uint64_t seed, const testing::RandomModuleOptions& opts, bool exact
   ++*compared;
 }
 
-// rng_bit_generator's kernel (cpu_kernels_random.cc, split over the pool) against the
+// rng_bit_generator's kernel (backends/cpu/kernels_random.cc, split over the pool) against the
 // interpreter's Philox, bit for bit: sizes that end inside a block, several blocks, and many
 // across the pool's chunks, and counters whose increments carry across all four words.
 TEST(CpuRandomTest, RngBitGeneratorBitwiseEqual) {

@@ -14,7 +14,7 @@
 #include "core/flags.h"
 #include "ir/parser.h"
 #include "runtime/backend.h"
-#include "runtime/compiled_backend.h"
+#include "backends/cpu/compiled_backend.h"
 #include "runtime/thread_pool.h"
 
 namespace axle::runtime::profile {

@@ -11,7 +11,7 @@
 
 #include "core/flags.h"
 #include "ir/literal.h"
-#include "runtime/backend.h"
+#include "backends/registry.h"
 
 namespace axle::runtime::testutil {
 

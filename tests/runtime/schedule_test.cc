@@ -19,7 +19,7 @@
 
 #include "ir/parser.h"
 #include "passes/target.h"
-#include "runtime/compiled_backend.h"
+#include "backends/cpu/compiled_backend.h"
 #include "runtime/thread_pool.h"
 #include "testing/filecheck.h"
 #include "testing/text_test.h"

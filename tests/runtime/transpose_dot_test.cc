@@ -19,8 +19,8 @@
 #include "ir/interpreter.h"
 #include "ir/printer.h"
 #include "passes/pass.h"
-#include "runtime/backend.h"
-#include "runtime/cpu_kernels.h"
+#include "backends/registry.h"
+#include "backends/cpu/kernels.h"
 #include "runtime/thread_pool.h"
 #include "runtime_test_util.h"
 

@@ -135,7 +135,7 @@ TEST_F(TrainCliTest, BadInputExitsOneWithAClearMessage) {
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("exclude each other"));
 
-  // Note [Which BLAS] (runtime/blas.cc): an unknown AXLE_BLAS, and AXLE_BLAS=mkl where MKL does not load.
+  // Note [Which BLAS] (backends/cpu/blas.cc): an unknown AXLE_BLAS, and AXLE_BLAS=mkl where MKL does not load.
   r = RunAxle("train --steps 1", "AXLE_BLAS=atlas ");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("AXLE_BLAS='atlas'"));

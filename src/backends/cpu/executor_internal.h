@@ -1,6 +1,6 @@
-// The CPU executor's plan and executable, shared by cpu_executor.cc (planning, buffers, the run
-// loop) and cpu_pairs.cc (products side by side and the small kernels that go with them). Not
-// part of the runtime's interface: include cpu_executor.h for that.
+// The CPU executor's plan and executable, shared by executor.cc (planning, buffers, the run
+// loop) and pairs.cc (products side by side and the small kernels that go with them). Not
+// part of the runtime's interface: include executor.h for that.
 #pragma once
 
 #include <atomic>
@@ -16,8 +16,8 @@
 #include "ir/literal.h"
 #include "ir/module.h"
 #include "passes/target.h"
-#include "runtime/cpu_executor.h"
-#include "runtime/cpu_kernels.h"
+#include "backends/cpu/executor.h"
+#include "backends/cpu/kernels.h"
 
 namespace axle::runtime::internal {
 
@@ -45,11 +45,11 @@ struct Step {
   // Note [Followers of a pair]: on a pair's first step, how many of the steps after the fillers
   // the thread that ran the first product may run while the second is still running.
   int followers = 0;
-  // Note [Batch-sliced chains] (cpu_chains.cc): on a chain's first step, how many steps (this
+  // Note [Batch-sliced chains] (chains.cc): on a chain's first step, how many steps (this
   // one included) run as one chain, cut into `slices` slices of their batch or rows; in_chain on
   // each.
   int chain = 0;
-  // Note [Independent kernels as one loop] (cpu_groups.cc): on a group's first step, how many
+  // Note [Independent kernels as one loop] (groups.cc): on a group's first step, how many
   // steps (this one included) run as one pool call, the slots more than one of them reads (none
   // of them writes those in place), and the pieces the threads claim: elements [begin, end) of
   // member `member`.
@@ -64,7 +64,7 @@ struct Step {
   int64_t slices = 0;
   bool in_chain = false;
   bool by_rows = false;  // a product of a chain cut into blocks of rows (else into batch items)
-  // Note [Products into views] (cpu_views.cc): a product's operands read and its result written
+  // Note [Products into views] (views.cc): a product's operands read and its result written
   // in place in larger buffers; with a result view, results[0] is the slot of `into`, the value
   // whose buffer it writes (allocated by the first of its writers).
   cpu::DotViews views;
@@ -105,7 +105,7 @@ class CpuExecutable final : public Executable {
   std::vector<BufferPtr> ExecuteOnDevice(std::vector<BufferPtr> args, const DeviceContext& device,
                                          ExecuteStats* stats) override;
   ExecuteStats last_stats() const override { return stats_; }
-  std::string DescribeSchedule() const override;  // cpu_schedule.cc
+  std::string DescribeSchedule() const override;  // schedule.cc
 
  private:
   // The state of one Execute: executes may run concurrently (one per device), so nothing of it
@@ -196,11 +196,11 @@ class CpuExecutable final : public Executable {
   int64_t runs_ = 0;
 };
 
-// Note [Products into views] (cpu_views.cc): removes the copies that products can do without;
+// Note [Products into views] (views.cc): removes the copies that products can do without;
 // returns how many.
 int FoldViews(std::vector<Step>& steps, const std::vector<bool>& is_result);
 
-// Note [Products side by side] (cpu_pairs.cc): marks the pairs for a two-thread target.
+// Note [Products side by side] (pairs.cc): marks the pairs for a two-thread target.
 void MarkPairs(std::vector<Step>& steps, const passes::Target& target);
 // Whether MarkPairs would pair consecutive steps a and b for `target`.
 bool Pairable(const Step& a, const Step& b, const passes::Target& target);

@@ -12,7 +12,7 @@
 
 #include "core/flags.h"
 #include "ir/interpreter.h"
-#include "runtime/cpu_executor_internal.h"
+#include "backends/cpu/executor_internal.h"
 #include "runtime/profile.h"
 #include "runtime/thread_pool.h"
 

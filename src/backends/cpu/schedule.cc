@@ -16,7 +16,7 @@
 
 #include <unordered_map>
 
-#include "runtime/cpu_executor_internal.h"
+#include "backends/cpu/executor_internal.h"
 
 namespace axle::runtime::internal {
 namespace {

@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "codegen/emit_internal.h"
+#include "backends/cpu/emit_internal.h"
 
 namespace axle::codegen::internal {
 namespace {

@@ -1,9 +1,9 @@
 // Note [Which BLAS]
 // dot_general's large products are ~85% of a GPT-2 124M training step on this 2-core machine, so
 // the BLAS sets most of the step time. Both libraries run single-threaded from our pool (Note [BLAS
-// threads], cpu_dot.cc), each thread computing whole tiles of C. Which is faster depends on the CPU:
+// threads], dot.cc), each thread computing whole tiles of C. Which is faster depends on the CPU:
 //   - Intel (Sapphire Rapids; the step's own products, M = 256 tokens, C programs calling each
-//     library the way cpu_dot.cc does, 2 threads, best of 5, alternated): OpenBLAS 0.3.21 1.38-1.44
+//     library the way dot.cc does, 2 threads, best of 5, alternated): OpenBLAS 0.3.21 1.38-1.44
 //     s a step, MKL 2026.2 (sequential) 1.07-1.24 s; `axle train --config 124m` 129-141 -> 171-185
 //     tokens/s.
 //   - AMD (EPYC, Zen 4, AVX-512; OpenBLAS runs its Cooperlake kernels there): MKL takes its generic
@@ -24,13 +24,13 @@
 //     on this machine whatever the operands' alignment (StridedCopy's operand copies are only
 //     16-byte aligned); it cost nothing measurable on the GPT-2 products.
 // Both libraries multiply every pair of a product (neither skips zeros), which Note [BLAS and
-// non-finite values] (cpu_dot.cc) relies on; the dot tests with inf / NaN operands run on both.
+// non-finite values] (dot.cc) relies on; the dot tests with inf / NaN operands run on both.
 
 // Note [Products through oneDNN]
 // GPT-2 small's products are small: 512 x 128 x 128 to 512 x 512 x 128, and the attention's
 // 64 x 64 x 32 (32 of them a batch). OpenBLAS packs both panels of every call and runs them at
 // 52-74 GFLOP/s on one Zen 3 thread, the attention's at 38-62; oneDNN's sgemm (its JIT AVX2 / AVX-512
-// kernels) runs most of them faster. A C harness calling each library as cpu_dot.cc does (one
+// kernels) runs most of them faster. A C harness calling each library as dot.cc does (one
 // thread, OpenBLAS with C cleared and beta = 1 as in Note [Zeroing C ourselves], oneDNN with
 // beta = 0, operands rotating over 16 sets; best of 5, two runs, GFLOP/s OpenBLAS -> oneDNN):
 //   - the attention's (64 x 64 x 32 and 64 x 32 x 64, every transpose): 41-63 -> 56-78;
@@ -72,10 +72,10 @@
 // libdnnl is dlopen'ed like MKL (a build without it works unchanged). Debian's is built on OpenMP:
 // dnnl_sgemm takes omp_get_max_threads() threads, so each thread that calls it first sets its own
 // OpenMP thread count to 1 (omp_set_num_threads is per thread in libgomp): the pool, not OpenMP,
-// parallelizes (Note [BLAS threads], cpu_dot.cc). A libdnnl on TBB or a threadpool runtime is not
+// parallelizes (Note [BLAS threads], dot.cc). A libdnnl on TBB or a threadpool runtime is not
 // used. oneDNN multiplies every pair as the BLAS do (Note [BLAS and non-finite values]; the dot
 // tests with inf / NaN operands run on it too).
-#include "runtime/blas.h"
+#include "backends/cpu/blas.h"
 
 #include <cblas.h>
 #include <dlfcn.h>

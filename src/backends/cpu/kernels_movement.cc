@@ -10,7 +10,7 @@
 #include <emmintrin.h>
 #endif
 
-#include "runtime/cpu_kernels.h"
+#include "backends/cpu/kernels.h"
 #include "runtime/thread_pool.h"
 
 namespace axle::runtime::cpu {

@@ -1,6 +1,6 @@
 // The CPU executor: the first backend behind runtime::Backend.
 //
-// Compile plans the entry function once: each node gets a fast kernel (cpu_kernels.h) or the
+// Compile plans the entry function once: each node gets a fast kernel (kernels.h) or the
 // reference interpreter's kernel for that one node (ir::EvaluateNode); each value gets a slot and
 // its last use, so intermediates are freed right after it. Execute binds the arguments, runs the
 // nodes in order (one kernel per non-trivial node; parameter and constant nodes only bind slots)
@@ -33,7 +33,7 @@
 // Threads. Large elementwise, movement and reduce loops (> kParallelElements) are split over a
 // small pool (thread_pool.h, hardware_concurrency threads including the caller). BLAS is called
 // from the executing thread only, so OpenBLAS's own pool can use every core.
-#include "runtime/cpu_executor.h"
+#include "backends/cpu/executor.h"
 
 #include <malloc.h>
 
@@ -50,38 +50,12 @@
 
 #include "ir/interpreter.h"
 #include "runtime/collectives.h"
-#include "runtime/cpu_executor_internal.h"
-#include "runtime/cpu_kernels.h"
+#include "backends/cpu/executor_internal.h"
+#include "backends/cpu/kernels.h"
 #include "runtime/profile.h"
 #include "runtime/thread_pool.h"
 
 namespace axle::runtime {
-
-void RunCollectiveNode(const ir::Node& n, const DeviceContext& device, const ir::Literal& in, ir::Literal& out) {
-  Communicator& comm = *device.comm;
-  const int d = device.device;
-  switch (n.op()) {
-    case ir::OpKind::kAllReduce: {
-      const auto& a = n.attrs_as<ir::AllReduceAttrs>();
-      return comm.AllReduce(d, in, out, a.kind, a.groups);
-    }
-    case ir::OpKind::kAllGather: {
-      const auto& a = n.attrs_as<ir::AllGatherAttrs>();
-      return comm.AllGather(d, in, out, a.dim, a.groups);
-    }
-    case ir::OpKind::kReduceScatter: {
-      const auto& a = n.attrs_as<ir::ReduceScatterAttrs>();
-      return comm.ReduceScatter(d, in, out, a.kind, a.dim, a.groups);
-    }
-    case ir::OpKind::kAllToAll: {
-      const auto& a = n.attrs_as<ir::AllToAllAttrs>();
-      return comm.AllToAll(d, in, out, a.split_dim, a.concat_dim, a.groups);
-    }
-    case ir::OpKind::kCollectivePermute:
-      return comm.CollectivePermute(d, in, out, n.attrs_as<ir::CollectivePermuteAttrs>().pairs);
-    default: Fail("internal error: {} is not a collective", n.name());
-  }
-}
 
 namespace internal {
 namespace {

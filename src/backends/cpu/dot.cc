@@ -24,8 +24,8 @@
 
 #include "core/flags.h"
 #include "ir/shape_inference.h"
-#include "runtime/blas.h"
-#include "runtime/cpu_kernels.h"
+#include "backends/cpu/blas.h"
+#include "backends/cpu/kernels.h"
 #include "runtime/thread_pool.h"
 
 namespace axle::runtime::cpu {

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "ir/philox.h"
-#include "runtime/cpu_kernels.h"
+#include "backends/cpu/kernels.h"
 #include "runtime/thread_pool.h"
 
 namespace axle::runtime::cpu {

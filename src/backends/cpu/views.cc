@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "core/flags.h"
-#include "runtime/cpu_executor_internal.h"
+#include "backends/cpu/executor_internal.h"
 
 namespace axle::runtime::internal {
 

@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "core/half.h"
-#include "runtime/cpu_kernels.h"
+#include "backends/cpu/kernels.h"
 #include "runtime/thread_pool.h"
 
 namespace axle::runtime::cpu {

@@ -8,7 +8,7 @@
 #include <exception>
 
 #include "ir/interpreter.h"
-#include "runtime/cpu_executor_internal.h"
+#include "backends/cpu/executor_internal.h"
 #include "runtime/profile.h"
 #include "runtime/thread_pool.h"
 
@@ -22,7 +22,7 @@ namespace axle::runtime::internal {
 // MKL: 730-940 us split against 600-610 side by side). So with a pool of two threads, two
 // consecutive products of at least kPairMacs multiply-adds each, within 2x of each other, of
 // which the second does not read the first and each of whose results is at most
-// kPairResultElements (a larger C is better cut into tiles, Note [Product tiles] in cpu_dot.cc:
+// kPairResultElements (a larger C is better cut into tiles, Note [Product tiles] in dot.cc:
 // GPT-2 124M's LM head weight gradient is 38.6M), run as one pool call of two items, each product one
 // BLAS call per batch item on its thread (cpu::ProductsOnOneThread). A pair is fixed when the
 // executable is built and each product is computed by the same calls whichever thread (or, when

@@ -1,5 +1,5 @@
 // The "cpu" backend: a planned, node-by-node executor over host literals with fast kernels.
-// See cpu_executor.cc for the plan, donation and numerics.
+// See executor.cc for the plan, donation and numerics.
 #pragma once
 
 #include <memory>
@@ -28,7 +28,7 @@ struct GeneratedKernel {
   std::vector<bool> input_at_index;
   // input_in_order[j]: the loop reads inputs[j] only at its own flat index (rows: the row's
   // elements, or the row's one element), so elements [b, e) of the loop read only the matching
-  // range of it (Note [Batch-sliced chains], cpu_chains.cc).
+  // range of it (Note [Batch-sliced chains], chains.cc).
   std::vector<bool> input_in_order;
   // The kernel only copies its one input to its one output (a group of reshapes): when the output
   // takes the input's storage, the call is skipped.
@@ -42,7 +42,7 @@ struct GeneratedKernel {
   // halves, 1.04-1.13 ms in eighths, AXLE_PROFILE over 300 steps).
   int chunks_per_thread = kChunksPerThread;
   // Above 1: a column sum cut into this many blocks of rows (Note [Column sums by blocks of
-  // rows], codegen/emit_cpp.h): fn runs blocks [begin, end) into partials passed after the
+  // rows], backends/cpu/emit_cpp.h): fn runs blocks [begin, end) into partials passed after the
   // outputs, and fn(in, out, -1, -1) adds them up; `elements` stays the kernel's output count.
   int64_t row_blocks = 1;
   bool reduction = false;  // it has a reduction (its elements are the reduced outputs, or rows)
@@ -61,7 +61,7 @@ struct PlanItem {
 
 // The planned executor shared by the cpu and compiled backends: runs `items` in order (each value
 // defined before use; parameters and constants included) with liveness-based buffer reuse,
-// in-place updates and donation (cpu_executor.cc). `items` and `generated` point into `module`,
+// in-place updates and donation (executor.cc). `items` and `generated` point into `module`,
 // which the executable owns; `keep_alive` holds what the generated code lives in. The plan's
 // decisions (pairs, chains, groups) are made for `target`; any pool runs it correctly.
 std::unique_ptr<Executable> NewPlannedExecutable(std::unique_ptr<ir::Module> module, std::vector<PlanItem> items,
@@ -69,11 +69,7 @@ std::unique_ptr<Executable> NewPlannedExecutable(std::unique_ptr<ir::Module> mod
                                                  std::shared_ptr<const void> keep_alive, std::string_view backend,
                                                  const passes::Target& target);
 
-// Runs collective node `n` of `device` through its communicator into `out` (of the result type).
-void RunCollectiveNode(const ir::Node& n, const DeviceContext& device, const ir::Literal& in, ir::Literal& out);
-
-// The process-wide "cpu" and "interpreter" (interpreter_backend.cc) backends (registered in backend.cc).
+// The process-wide "cpu" backend (registered in src/backends/registry.cc).
 Backend& CpuBackend();
-Backend& InterpreterBackend();
 
 }  // namespace axle::runtime

@@ -5,7 +5,7 @@
 // selected with in_place = true it may be the very storage of a dying operand). A kernel returns
 // false when it has no fast path for these operands; the executor then runs the reference
 // interpreter's kernel for that node (ir::EvaluateNode). Every fast kernel computes exactly what
-// the interpreter computes, bit for bit, except dot_general through BLAS (cpu_dot.cc).
+// the interpreter computes, bit for bit, except dot_general through BLAS (dot.cc).
 #pragma once
 
 #include <cstdint>
@@ -47,16 +47,16 @@ void StridedCopy(const uint8_t* src, int64_t base, const std::vector<int64_t>& d
 // ones use an exact loop that matches the interpreter bit for bit.
 int64_t BlasMinFlops();
 void SetBlasMinFlops(int64_t flops);
-// dot_general operands copied to a BLAS layout so far in this process (cpu_dot.cc, Arrange); the
+// dot_general operands copied to a BLAS layout so far in this process (dot.cc, Arrange); the
 // other layouts are read in place.
 int64_t DotOperandCopies();
 // Batch items whose transposed B was copied to [K, N] first (Note [B transposed for oneDNN],
-// cpu_dot.cc) so far in this process.
+// dot.cc) so far in this process.
 int64_t DotTransposedOperands();
 // dst[c * ldd + r] = src[r * lds + c] for the rows x cols matrix at src (rows lds apart).
 void TransposeInto(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ldd);
 
-// Note [Products into views] (cpu_views.cc): a value inside a larger buffer, element idx at
+// Note [Products into views] (views.cc): a value inside a larger buffer, element idx at
 // offset + sum_d idx[d] * strides[d]; no strides: the value's own row-major buffer.
 struct View {
   int64_t offset = 0;
@@ -74,7 +74,7 @@ bool DotTakesViews(const ir::Node& node, const DotViews& views);
 // The dot_general kernel (SelectDotKernel's) through views the product takes.
 bool DotKernel(const ir::Node& node, Operands ops, ir::Literal& out, const DotViews& views);
 
-// Note [Batch-sliced chains] (cpu_chains.cc): a dot_general that a chain may run by slices of its
+// Note [Batch-sliced chains] (chains.cc): a dot_general that a chain may run by slices of its
 // batch returns its batch count (f32/f64, at least 2 and `threads` items, both operands read in
 // place); 0 otherwise.
 int64_t ChainSlices(const ir::Node& node, int threads, const DotViews& views = {});
@@ -94,7 +94,7 @@ bool LhsRowsInOrder(const ir::Node& node);
 bool DotRowBlocks(const ir::Node& node, Operands ops, ir::Literal& out, int64_t lo, int64_t hi, int threads,
                   const DotViews& views = {});
 
-// Note [Products side by side] (cpu_pairs.cc): while one of these lives on a thread, the
+// Note [Products side by side] (pairs.cc): while one of these lives on a thread, the
 // products that thread runs are one BLAS call per batch item on that thread: no tiles, no pool.
 class ProductsOnOneThread {
  public:
@@ -109,7 +109,7 @@ class ProductsOnOneThread {
 
 // How one large product ([M, K] x [K, N]) is split over `threads` threads: `rows` x `cols` tiles of C, each
 // row_extent x col_extent (the last ones may be shorter, or empty), one BLAS call each
-// (Note [Product tiles] in cpu_dot.cc).
+// (Note [Product tiles] in dot.cc).
 struct DotTiles {
   int64_t rows = 1, cols = 1;
   int64_t row_extent = 0, col_extent = 0;

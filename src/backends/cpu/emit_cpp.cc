@@ -1,5 +1,5 @@
 // The C++ emitter (see emit_cpp.h).
-#include "codegen/emit_cpp.h"
+#include "backends/cpu/emit_cpp.h"
 
 #include <fmt/format.h>
 
@@ -8,8 +8,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "codegen/emit_internal.h"
-#include "codegen/fast_math_prelude.h"
+#include "backends/cpu/emit_internal.h"
+#include "backends/cpu/fast_math_prelude.h"
 #include "core/error.h"
 
 namespace axle::codegen::internal {
@@ -503,7 +503,7 @@ std::vector<bool> InputsReadAtIndex(const Kernel& k) {
 }
 
 std::vector<bool> InputsReadInOrder(const Kernel& k) {
-  // Note [Batch-sliced chains] (runtime/cpu_chains.cc). A loop kernel evaluates its members at
+  // Note [Batch-sliced chains] (backends/cpu/chains.cc). A loop kernel evaluates its members at
   // element i, a row kernel at element o * reduced + r of row o or per row at o; so an input
   // that no broadcast_in_dim, slice or transpose maps and that is not read as a scalar is read at
   // its own flat index when its size is the domain's (or, in a row kernel, the row count). A

@@ -1,14 +1,13 @@
-// The backend registry: "cpu" (cpu_executor.cc), "interpreter" (the reference oracle) and
-// "compiled" (compiled_backend.cc: fusion + generated C++).
-#include "runtime/backend.h"
+// The backend registry (registry.h).
+#include "backends/registry.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "core/error.h"
-#include "runtime/compiled_backend.h"
-#include "runtime/cpu_executor.h"
+#include "backends/cpu/compiled_backend.h"
+#include "backends/cpu/executor.h"
 
 namespace axle::runtime {
 namespace {

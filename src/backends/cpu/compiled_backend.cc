@@ -3,15 +3,15 @@
 // Compile: clone the module, run the compiler's pipeline for the backend's target
 // (passes::BuildPipeline: the default passes to a fixed point, then the fast-math rewrites),
 // partition the entry function into kernels (codegen/fusion.h), emit one C++
-// translation unit for the fused kernels (codegen/emit_cpp.h), compile and dlopen it, going
-// through the disk cache (codegen/jit.h). Execute: the cpu backend's planned executor
-// (cpu_executor.h) runs the plan: a fused kernel calls its generated loop (split over the
+// translation unit for the fused kernels (backends/cpu/emit_cpp.h), compile and dlopen it, going
+// through the disk cache (backends/cpu/jit.h). Execute: the cpu backend's planned executor
+// (executor.h) runs the plan: a fused kernel calls its generated loop (split over the
 // thread pool at kParallelElements elements and more; a reduction kernel's outputs in chunks of
 // about kParallelElements operand elements), any other node runs the cpu executor's
 // fast kernel for that node or the interpreter's, with the same liveness-based buffer reuse,
 // in-place updates (a fused output takes the storage of a dying input read at the loop index)
 // and donation of arguments.
-#include "runtime/compiled_backend.h"
+#include "backends/cpu/compiled_backend.h"
 
 #include <fmt/format.h>
 
@@ -23,9 +23,9 @@
 #include <fstream>
 #include <unordered_map>
 
-#include "codegen/emit_cpp.h"
+#include "backends/cpu/emit_cpp.h"
 #include "codegen/fusion.h"
-#include "codegen/jit.h"
+#include "backends/cpu/jit.h"
 #include "core/flags.h"
 #include "ir/hash.h"
 #include "ir/interpreter.h"
@@ -33,8 +33,8 @@
 #include "ir/verifier.h"
 #include "ir/printer.h"
 #include "passes/pipeline.h"
-#include "runtime/cpu_executor.h"
-#include "runtime/cpu_kernels.h"
+#include "backends/cpu/executor.h"
+#include "backends/cpu/kernels.h"
 #include "runtime/profile.h"
 #include "runtime/thread_pool.h"
 

@@ -79,7 +79,7 @@ std::vector<bool> InputsReadAtIndex(const Kernel& k);
 // Per input of a fused loop or row kernel: whether the loop reads it only in order, at its own
 // flat index (element i, or element o * reduced + r of row o, or per row at o), so that loop
 // elements (rows) [b, e) read only the matching range of it. Note [Batch-sliced chains]
-// (runtime/cpu_chains.cc) runs such kernels by slices next to the products that write their inputs.
+// (backends/cpu/chains.cc) runs such kernels by slices next to the products that write their inputs.
 std::vector<bool> InputsReadInOrder(const Kernel& k);
 
 // Note [Column sums by blocks of rows]: a column reduction [R, B] reads every row of its columns.

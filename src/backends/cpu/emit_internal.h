@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "codegen/emit_cpp.h"
+#include "backends/cpu/emit_cpp.h"
 #include "codegen/fusion.h"
 
 namespace axle::codegen::internal {
@@ -56,7 +56,7 @@ struct BodyContext {
 // The expression of member node n (not a reduce) at the loop's index.
 std::string NodeExpr(const ir::Node& n, const Index& ix, const BodyContext& c, const EmitOptions& options);
 
-// A reduce's accumulation, the interpreter's (cpu_kernels_reduce.cc): in double from -0 (sum) or
+// A reduce's accumulation, the interpreter's (kernels_reduce.cc): in double from -0 (sum) or
 // -inf / +inf (max / min, with ax_max / ax_min's NaN and signed-zero rules), rounded once at the
 // end; an empty sum is +0.
 const char* ReduceInit(ir::ReduceKind kind);

@@ -4,7 +4,7 @@
 // (`python3 -m pip install --no-deps mkl` or Debian's libmkl-rt; Debian's libdnnl2) and AXLE_BLAS
 // allows them. oneDNN's sgemm takes only the small and medium f32 products, OpenBLAS the rest (Note
 // [Products through oneDNN], blas.cc). All are called single-threaded from our pool (Note [BLAS
-// threads], cpu_dot.cc), the BLAS through the CBLAS row-major interface.
+// threads], dot.cc), the BLAS through the CBLAS row-major interface.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +29,7 @@ struct BlasLibrary {
   CblasSgemm sgemm = nullptr;
   CblasDgemm dgemm = nullptr;
   // Whether the caller zeroes C itself and passes beta = 1 rather than beta = 0 (Note [Zeroing C
-  // ourselves], cpu_dot.cc): OpenBLAS scales C by beta in a pass of its own before the product.
+  // ourselves], dot.cc): OpenBLAS scales C by beta in a pass of its own before the product.
   bool zero_c_first = false;
   // "onednn" only: oneDNN's sgemm, for the f32 products DnnlTakes() gives it (Note [Products
   // through oneDNN]), and the OpenMP call that keeps it on the calling thread (omp_set_num_threads;

@@ -12,7 +12,7 @@
 #include <limits>
 #include <vector>
 
-#include "runtime/cpu_kernels.h"
+#include "backends/cpu/kernels.h"
 // The builds use -O2, whose "very cheap" vectoriser cost model skips the column loops below.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")

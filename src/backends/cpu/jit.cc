@@ -1,5 +1,5 @@
 // The JIT driver (see jit.h).
-#include "codegen/jit.h"
+#include "backends/cpu/jit.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
