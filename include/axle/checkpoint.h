@@ -60,9 +60,10 @@ struct State {
 
 class Manager {
  public:
-  // Opens (creating it if needed) checkpoint directory `dir`. Temporary directories of saves
-  // that never committed (a crash) are removed, with a note on stderr. Throws axle::Error for an
-  // unusable directory or invalid options.
+  // Opens (creating it if needed) checkpoint directory `dir` and locks it (DIR/.lock, flock:
+  // one Manager per directory, in any process). Temporary directories of saves that never
+  // committed (a crash) are removed, with a note on stderr. Throws axle::Error for an unusable
+  // or locked directory, or invalid options.
   Manager(std::string dir, ManagerOptions options = {});
   // Waits for pending saves; an error of theirs is printed to stderr (call wait() to get it).
   ~Manager();
@@ -117,6 +118,7 @@ class Manager {
   int64_t writing_ = 0;  // snapshots taken off the queue and not yet committed
   std::exception_ptr error_;
   bool stop_ = false;
+  int lock_fd_ = -1;
   std::thread worker_;
 };
 

@@ -13,6 +13,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
 
@@ -314,6 +315,17 @@ Manager::Manager(std::string dir, ManagerOptions options) : dir_(std::move(dir))
   if (ec || !fs::is_directory(dir_))
     Fail("checkpoint directory '{}' cannot be created or is not a directory{}", dir_,
          ec ? ": " + ec.message() : "");
+  // One writer per directory: a second Manager would take the first one's saves in progress for
+  // a crash's leftovers. The lock goes with the process (flock), so a killed writer leaves none.
+  const std::string lock = dir_ + "/.lock";
+  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) Fail("cannot open '{}': {}", lock, std::strerror(errno));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    ::close(lock_fd_);
+    Fail("checkpoint directory '{}' is in use by another checkpoint::Manager (another `axle train` saving "
+         "there?); give each run its own directory",
+         dir_);
+  }
   // Leftovers of saves or deletions that a crash interrupted (Note [Checkpoint commit protocol]).
   for (const auto& e : fs::directory_iterator(dir_)) {
     const std::string name = e.path().filename().string();
@@ -333,6 +345,7 @@ Manager::~Manager() {
   }
   cv_.notify_all();
   worker_.join();
+  ::close(lock_fd_);  // releases the lock
   if (error_) {
     try {
       std::rethrow_exception(error_);

@@ -130,6 +130,16 @@ TEST_F(ManagerTest, UncommittedStepsAreCleanedUpAndThePreviousOneRestores) {
   }
 }
 
+TEST_F(ManagerTest, OneManagerPerDirectory) {
+  Manager m(dir_);
+  try {
+    Manager second(dir_);
+    FAIL() << "two Managers on one directory";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("in use"));
+  }
+}
+
 TEST_F(ManagerTest, BackgroundErrorsSurfaceAtTheNextCall) {
   Manager m(dir_);
   fs::remove_all(dir_);
