@@ -48,6 +48,9 @@ struct ManagerOptions {
   int64_t keep_every = 0;
   // save_async waits while this many saves are still being written (at least 1).
   int64_t max_pending = 1;
+  // A device's blocks go into safetensors files of at most this many bytes (a larger block gets
+  // a file of its own): the background writer holds one file's bytes beside the host copy.
+  int64_t max_file_bytes = int64_t{256} << 20;
 };
 
 // What a checkpoint holds: named tensors (any sharding, any mesh) and free-form JSON (the

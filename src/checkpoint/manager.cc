@@ -40,6 +40,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 constexpr const char* kMetadataFile = "checkpoint.json";
+constexpr const char* kCommitFile = "commit.json";  // the metadata's size and checksum
 constexpr const char* kFormat = "axle-checkpoint";
 constexpr int kVersion = 1;
 
@@ -141,9 +142,27 @@ json ReadMetadata(const std::string& step_dir) {
   const std::string path = step_dir + "/" + kMetadataFile;
   std::ifstream in(path, std::ios::binary);
   if (!in) Fail("checkpoint '{}' has no {} (it is not a committed Axle checkpoint step)", step_dir, kMetadataFile);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  // The metadata's own checksum: a flipped digit in a valid JSON file (a step count, a shape)
+  // would otherwise load in silence.
+  const std::string commit_path = step_dir + "/" + kCommitFile;
+  std::ifstream commit_in(commit_path, std::ios::binary);
+  json commit;
+  try {
+    commit = json::parse(commit_in);
+  } catch (const json::exception&) {
+    Fail("{}: missing or not valid JSON; the checkpoint step is damaged: restore another step", commit_path);
+  }
+  const std::string sum = Checksum(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  if (!commit.is_object() || commit.value("xxh3_64", "") != sum ||
+      commit.value("bytes", int64_t{-1}) != static_cast<int64_t>(text.size()))
+    Fail("{}: fails its checksum ({} bytes, xxh3_64 {}; {} says {} bytes, xxh3_64 {}): the metadata is corrupted or "
+         "comes from another checkpoint; restore another step",
+         path, text.size(), sum, commit_path, commit.value("bytes", json(nullptr)).dump(),
+         commit.value("xxh3_64", json(nullptr)).dump());
   json meta;
   try {
-    meta = json::parse(in);
+    meta = json::parse(text);
   } catch (const json::exception& e) {
     Fail("{}: not valid JSON ({}); the file is corrupted: restore another step", path, e.what());
   }
@@ -310,6 +329,8 @@ Manager::Manager(std::string dir, ManagerOptions options) : dir_(std::move(dir))
   if (options_.max_to_keep < 0) Fail("checkpoint::Manager: max_to_keep {} is negative", options_.max_to_keep);
   if (options_.keep_every < 0) Fail("checkpoint::Manager: keep_every {} is negative", options_.keep_every);
   if (options_.max_pending < 1) Fail("checkpoint::Manager: max_pending {} must be at least 1", options_.max_pending);
+  if (options_.max_file_bytes < 1)
+    Fail("checkpoint::Manager: max_file_bytes {} must be at least 1", options_.max_file_bytes);
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_))
@@ -461,10 +482,25 @@ void Manager::Write(Snapshot& snap) {
                        {"sharding", t.sharding},
                        {"shards", json::array()}};
   }
-  std::map<int64_t, std::vector<size_t>> by_owner;
-  for (size_t i = 0; i < snap.blocks.size(); ++i) by_owner[snap.blocks[i].owner].push_back(i);
-  for (const auto& [owner, blocks] : by_owner) {
-    const std::string file = fmt::format("device_{:05}.safetensors", owner);
+  // Files: per owning device, parts of at most max_file_bytes (device_00003.safetensors, then
+  // device_00003_001.safetensors, ...).
+  std::map<int64_t, std::vector<std::vector<size_t>>> parts;
+  for (size_t i = 0; i < snap.blocks.size(); ++i) {
+    std::vector<std::vector<size_t>>& p = parts[snap.blocks[i].owner];
+    const int64_t bytes = static_cast<int64_t>(snap.blocks[i].data.bytes().size());
+    int64_t last = 0;
+    if (!p.empty())
+      for (size_t j : p.back()) last += static_cast<int64_t>(snap.blocks[j].data.bytes().size());
+    if (p.empty() || (!p.back().empty() && last + bytes > options_.max_file_bytes)) p.emplace_back();
+    p.back().push_back(i);
+  }
+  std::vector<std::pair<std::string, std::vector<size_t>>> files;
+  for (auto& [owner, ps] : parts)
+    for (size_t k = 0; k < ps.size(); ++k)
+      files.emplace_back(k == 0 ? fmt::format("device_{:05}.safetensors", owner)
+                                : fmt::format("device_{:05}_{:03}.safetensors", owner, k),
+                         std::move(ps[k]));
+  for (const auto& [file, blocks] : files) {
     TensorMap map;
     for (size_t i : blocks)
       map.emplace_back(snap.tensors[snap.blocks[i].tensor].name, std::move(snap.blocks[i].data));
@@ -493,8 +529,12 @@ void Manager::Write(Snapshot& snap) {
                {"mesh", snap.mesh ? MeshJson(*snap.mesh) : json(nullptr)},
                {"tensors", std::move(tensors)}, {"extra", snap.extra}};
   const std::string text = meta.dump(1) + "\n";
-  WriteFileDurably(tmp + "/" + kMetadataFile,
-                   std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+  const std::span<const uint8_t> text_bytes(reinterpret_cast<const uint8_t*>(text.data()), text.size());
+  WriteFileDurably(tmp + "/" + kMetadataFile, text_bytes);
+  const std::string commit =
+      json{{"bytes", static_cast<int64_t>(text.size())}, {"xxh3_64", Checksum(text_bytes)}}.dump() + "\n";
+  WriteFileDurably(tmp + "/" + kCommitFile,
+                   std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(commit.data()), commit.size()));
   SyncDirectory(tmp);
   if (fs::exists(final_dir)) Fail("checkpoint step directory '{}' appeared while it was being saved", final_dir);
   if (::rename(tmp.c_str(), final_dir.c_str()) != 0)

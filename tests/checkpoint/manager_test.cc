@@ -11,6 +11,7 @@
 
 #include "axle/spmd.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/shard_io.h"
 #include "core/error.h"
 #include "core/flags.h"
 
@@ -130,6 +131,17 @@ TEST_F(ManagerTest, UncommittedStepsAreCleanedUpAndThePreviousOneRestores) {
   }
 }
 
+TEST_F(ManagerTest, LargeStatesAreSplitIntoFilesOfBoundedSize) {
+  Manager m(dir_, {.max_file_bytes = 64});  // w (60 bytes) and ids + scale (20) in two files
+  const State saved = SmallState(3.0f);
+  m.save(1, saved);
+  EXPECT_TRUE(fs::exists(m.StepDir(1) + "/device_00000.safetensors"));
+  EXPECT_TRUE(fs::exists(m.StepDir(1) + "/device_00000_001.safetensors"));
+  State back = SmallState(0.0f);
+  m.restore(1, back);
+  ExpectSameBits(saved, back);
+}
+
 TEST_F(ManagerTest, OneManagerPerDirectory) {
   Manager m(dir_);
   try {
@@ -222,16 +234,42 @@ TEST_F(CorruptionTest, MetadataOfAnotherModelIsReported) {
     other.tensors.emplace_back("bias", from_vector<float>(Iota(3, 0.0f), {3}, DType::kF32));
     m.save(1, other);
   }
-  fs::copy_file(dir_ + "/other/step_00000001/checkpoint.json", dir_ + "/step_00000001/checkpoint.json",
-                fs::copy_options::overwrite_existing);
+  // The metadata of another model's step, copied over as a whole (with its checksum).
+  for (const char* f : {"checkpoint.json", "commit.json"})
+    fs::copy_file(dir_ + "/other/step_00000001/" + std::string(f), dir_ + "/step_00000001/" + std::string(f),
+                  fs::copy_options::overwrite_existing);
   ExpectRestoreFails({"checkpoint.json", "another model", "tensor 'w' is f32[3,5] here but F32[4,3]",
                       "tensor 'ids' (i32[4]) is not in the checkpoint"});
 }
 
 TEST_F(CorruptionTest, MetadataThatIsNotJsonIsReported) {
   SaveOne();
-  std::ofstream(dir_ + "/step_00000001/checkpoint.json") << "{\"format\": \"axle-chec";
+  const std::string text = "{\"format\": \"axle-chec";
+  std::ofstream(dir_ + "/step_00000001/checkpoint.json") << text;
+  // Even with a matching checksum, the JSON itself is checked.
+  std::ofstream(dir_ + "/step_00000001/commit.json")
+      << nlohmann::json{{"bytes", text.size()},
+                        {"xxh3_64", Checksum(std::span<const uint8_t>(
+                                        reinterpret_cast<const uint8_t*>(text.data()), text.size()))}}
+             .dump();
   ExpectRestoreFails({"checkpoint.json", "not valid JSON"});
+}
+
+// A flipped digit in the metadata that leaves valid JSON (here the saved step count in `extra`)
+// fails the metadata's own checksum.
+TEST_F(CorruptionTest, AFlippedDigitInTheMetadataFailsItsChecksum) {
+  SaveOne();
+  const std::string path = dir_ + "/step_00000001/checkpoint.json";
+  std::ifstream in(path);
+  std::string text{std::istreambuf_iterator<char>(in), {}};
+  in.close();
+  const size_t at = text.find("\"step\": 7");
+  ASSERT_NE(at, std::string::npos) << text;
+  text[at + 8] = '8';
+  std::ofstream(path) << text;
+  ExpectRestoreFails({path, "fails its checksum", "corrupted"});
+  Manager m(dir_);
+  EXPECT_THROW(m.read_extra(1), Error);
 }
 
 // ---- Restoring onto another mesh -----------------------------------------------------------------
