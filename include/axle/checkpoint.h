@@ -79,9 +79,10 @@ class Manager {
   // the step is not due (should_save) and not forced. Throws axle::Error when the step is
   // already committed or cannot be written, and rethrows an earlier save_async's error.
   bool save(int64_t step, const State& state, bool force = false);
-  // As save, but returns once the tensors are copied to host memory (this process's blocks,
-  // one copy of each distinct block); a background thread writes and commits. Blocks first while
-  // max_pending saves are pending. An error of a background save is rethrown by the next call
+  // As save, but returns once the state's values are computed and their buffers referenced (this
+  // process's blocks, one per distinct block; no copy: Note [Snapshots without copies] in
+  // manager.cc); a background thread copies, writes and commits. Blocks first while max_pending
+  // saves are pending. An error of a background save is rethrown by the next call
   // of save, save_async, wait or restore.
   bool save_async(int64_t step, const State& state, bool force = false);
   // Waits until every pending save is committed; rethrows a background save's error.

@@ -13,8 +13,8 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/file.h>
 #include <fmt/ranges.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,8 +23,8 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
-#include <sstream>
 
 #include "axle/compile.h"
 #include "checkpoint/safetensors.h"
@@ -44,12 +44,14 @@ constexpr const char* kCommitFile = "commit.json";  // the metadata's size and c
 constexpr const char* kFormat = "axle-checkpoint";
 constexpr int kVersion = 1;
 
-// One distinct block of one tensor, copied to host memory.
+// One distinct block of one tensor. save_async only takes a reference to the device buffer
+// that holds it (Note [Snapshots without copies]); the writer copies the block out of it.
 struct BlockCopy {
   size_t tensor = 0;  // index into Snapshot::tensors
   Box box;            // global coordinates
   int64_t owner = 0;  // the device that writes it (the first device holding it)
-  ir::Literal data;
+  runtime::BufferPtr source;  // the buffer holding it: a whole tensor, or a device's padded shard
+  Box source_box;             // the region `source` holds, in global coordinates
 };
 
 struct TensorInfo {
@@ -100,16 +102,25 @@ json MeshJson(const ir::Mesh& m) {
   return {{"axes", m.axis_names()}, {"shape", m.shape()}, {"device_ids", m.device_ids()}};
 }
 
-// Copies `tensor`'s distinct blocks (one owner each) into `snap`.
+// Note [Snapshots without copies]
+// A step never writes into a buffer that anyone else references: the executors reuse an argument
+// buffer for a result only when the step holds the sole reference (use_count() == 1, "donation";
+// runtime/cpu_executor.cc), and a sharded step the same per shard (sharded_step.cc). So holding a
+// reference to a tensor's current buffers freezes the value: the next steps write new buffers
+// instead of reusing those, and the background writer copies the blocks out at its pace, then
+// lets go. save_async blocks only for the state's values to be computed and for these
+// references to be taken. The cost moves, it does not vanish: until the write is done, the state
+// exists twice in memory (the frozen buffers and the live ones), as with a copy.
+
+// Takes `tensor`'s distinct blocks (one owner each) into `snap`, by reference.
 void SnapshotTensor(const std::string& name, const Tensor& t, Manager::Snapshot& snap) {
   detail::TensorImpl& impl = *t.impl();
   TensorInfo info{name, impl.type, std::vector<std::vector<std::string>>(static_cast<size_t>(t.dim()))};
   const size_t index = snap.tensors.size();
-  const int64_t elem = DTypeSize(impl.type.dtype);
   std::shared_ptr<detail::ShardedData> sharded = impl.data->GetSharded();
   if (sharded == nullptr) {
-    const runtime::BufferPtr& whole = impl.data->Get();
-    snap.blocks.push_back(BlockCopy{index, WholeBox(impl.type.shape), 0, *whole});
+    const Box whole = WholeBox(impl.type.shape);
+    snap.blocks.push_back(BlockCopy{index, whole, 0, impl.data->Get(), whole});
     snap.tensors.push_back(std::move(info));
     return;
   }
@@ -127,14 +138,19 @@ void SnapshotTensor(const std::string& name, const Tensor& t, Manager::Snapshot&
     const Box block = DeviceBlock(shape, info.sharding, sharded->mesh, d);
     if (BoxElements(block) == 0) continue;  // an empty tail block of an uneven split
     if (!seen.insert(block).second) continue;                   // a replica: its first holder owns it
-    ir::Literal piece(ir::TensorType(impl.type.dtype, Shape(Extents(block))));
     Box shard_box;  // the device's padded shard, in global coordinates
     for (size_t k = 0; k < block.size(); ++k) shard_box.emplace_back(block[k].first, block[k].first + local.dim(k));
-    CopyRegion(sharded->shards[static_cast<size_t>(d)]->bytes(), shard_box, piece.mutable_bytes(), block, block,
-               elem);
-    snap.blocks.push_back(BlockCopy{index, block, d, std::move(piece)});
+    snap.blocks.push_back(BlockCopy{index, block, d, sharded->shards[static_cast<size_t>(d)], shard_box});
   }
   snap.tensors.push_back(std::move(info));
+}
+
+// The bytes of block `b` (a tensor of `dtype`), copied out of its buffer.
+ir::Literal CopyBlock(const BlockCopy& b, DType dtype) {
+  if (b.box == b.source_box) return *b.source;
+  ir::Literal piece(ir::TensorType(dtype, Shape(Extents(b.box))));
+  CopyRegion(b.source->bytes(), b.source_box, piece.mutable_bytes(), b.box, b.box, DTypeSize(dtype));
+  return piece;
 }
 
 // The metadata file of a committed step, parsed and checked for the fields restore reads.
@@ -467,7 +483,7 @@ void Manager::Worker() {
   }
 }
 
-// The worker owns `snap`; its blocks are moved out as they are written.
+// The worker owns `snap`; it lets go of each block's buffer once the block is copied out.
 void Manager::Write(Snapshot& snap) {
   const std::string final_dir = StepDir(snap.step);
   const std::string tmp = dir_ + "/." + StepName(snap.step) + ".tmp";
@@ -487,10 +503,13 @@ void Manager::Write(Snapshot& snap) {
   std::map<int64_t, std::vector<std::vector<size_t>>> parts;
   for (size_t i = 0; i < snap.blocks.size(); ++i) {
     std::vector<std::vector<size_t>>& p = parts[snap.blocks[i].owner];
-    const int64_t bytes = static_cast<int64_t>(snap.blocks[i].data.bytes().size());
+    auto size = [&](size_t j) {
+      return BoxElements(snap.blocks[j].box) * DTypeSize(snap.tensors[snap.blocks[j].tensor].type.dtype);
+    };
+    const int64_t bytes = size(i);
     int64_t last = 0;
     if (!p.empty())
-      for (size_t j : p.back()) last += static_cast<int64_t>(snap.blocks[j].data.bytes().size());
+      for (size_t j : p.back()) last += size(j);
     if (p.empty() || (!p.back().empty() && last + bytes > options_.max_file_bytes)) p.emplace_back();
     p.back().push_back(i);
   }
@@ -501,29 +520,42 @@ void Manager::Write(Snapshot& snap) {
                                 : fmt::format("device_{:05}_{:03}.safetensors", owner, k),
                          std::move(ps[k]));
   for (const auto& [file, blocks] : files) {
-    TensorMap map;
-    for (size_t i : blocks)
-      map.emplace_back(snap.tensors[snap.blocks[i].tensor].name, std::move(snap.blocks[i].data));
-    const std::vector<uint8_t> bytes = SerializeSafetensors(map, {{"format", "pt"}});
-    map.clear();
-    uint64_t header_size = 0;
-    std::memcpy(&header_size, bytes.data(), 8);
-    const json header = json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(header_size));
-    const int64_t base = 8 + static_cast<int64_t>(header_size);
+    // Streamed: the safetensors head, then each block straight from its buffer when the buffer
+    // holds just the block (a whole tensor, a shard without padding), else from a copy of it.
+    std::vector<std::pair<std::string, ir::TensorType>> types;
     for (size_t i : blocks) {
-      const BlockCopy& b = snap.blocks[i];
-      const std::string& name = snap.tensors[b.tensor].name;
-      const auto offsets = header.at(name).at("data_offsets").get<std::vector<int64_t>>();
-      const int64_t begin = base + offsets[0], end = base + offsets[1];
-      tensors[name]["shards"].push_back(
-          {{"offset", Offsets(b.box)},
-           {"shape", Extents(b.box)},
-           {"file", file},
-           {"byte_range", {begin, end}},
-           {"xxh3_64", Checksum(std::span<const uint8_t>(bytes).subspan(static_cast<size_t>(begin),
-                                                                        static_cast<size_t>(end - begin)))}});
+      const TensorInfo& t = snap.tensors[snap.blocks[i].tensor];
+      types.emplace_back(t.name, ir::TensorType(t.type.dtype, Shape(Extents(snap.blocks[i].box))));
     }
-    WriteFileDurably(tmp + "/" + file, bytes);
+    const SafetensorsHead head = PrepareSafetensorsHead(types, {{"format", "pt"}});
+    const int64_t base = static_cast<int64_t>(head.bytes.size());
+    DurableFile out(tmp + "/" + file);
+    out.Write(head.bytes);
+    for (size_t k : head.order) {
+      BlockCopy& b = snap.blocks[blocks[k]];
+      const TensorInfo& t = snap.tensors[b.tensor];
+      std::optional<ir::Literal> copy;
+      std::span<const uint8_t> data;
+      if (b.box == b.source_box) {
+        data = b.source->bytes();
+      } else {
+        copy = CopyBlock(b, t.type.dtype);
+        data = copy->bytes();
+      }
+      const int64_t begin = base + static_cast<int64_t>(head.data_offsets[k].first);
+      AXLE_CHECK(static_cast<int64_t>(data.size()) == static_cast<int64_t>(head.data_offsets[k].second -
+                                                                          head.data_offsets[k].first),
+                 "block size of tensor {}", t.name);
+      tensors[t.name]["shards"].push_back({{"offset", Offsets(b.box)},
+                                           {"shape", Extents(b.box)},
+                                           {"file", file},
+                                           {"byte_range", {begin, begin + static_cast<int64_t>(data.size())}},
+                                           {"xxh3_64", Checksum(data)}});
+      out.Write(data);
+      copy.reset();
+      b.source.reset();  // the step that holds the live value may reuse this buffer again
+    }
+    out.Finish();
   }
   json meta = {{"format", kFormat}, {"version", kVersion}, {"step", snap.step},
                {"mesh", snap.mesh ? MeshJson(*snap.mesh) : json(nullptr)},
@@ -624,19 +656,29 @@ void Manager::restore(int64_t step, State& state) {
     for (const SavedBlock& b : ParseBlocks(saved[name], name, type, meta_path)) {
       const std::string path = step_dir + "/" + b.file;
       const int fd = files.Open(b.file, name);
-      if (!ReadRange(fd, path, b.begin, b.end, buffer))
+      // A saved block that is exactly one new block (the same layout) is read straight into it.
+      const auto direct = std::find(a.buffer_boxes.begin(), a.buffer_boxes.end(), b.box);
+      const size_t direct_k = static_cast<size_t>(direct - a.buffer_boxes.begin());
+      std::span<uint8_t> src;
+      if (direct != a.buffer_boxes.end() && a.boxes[direct_k] == b.box) {
+        src = a.buffers[direct_k]->mutable_bytes();
+      } else {
+        buffer.resize(static_cast<size_t>(b.end - b.begin));
+        src = buffer;
+      }
+      if (!ReadRange(fd, path, b.begin, src))
         Fail("checkpoint file '{}' is truncated: tensor '{}' needs bytes [{}, {}) of it, which end past the end "
              "of the file; restore another step",
              path, name, b.begin, b.end);
-      const std::string sum = Checksum(buffer);
+      const std::string sum = Checksum(src);
       if (sum != b.checksum)
         Fail("checkpoint file '{}': tensor '{}' (the block at offset {}, bytes [{}, {})) fails its checksum "
              "(xxh3_64 {}, the metadata says {}): the file is corrupted; restore another step",
              path, name, json(Offsets(b.box)).dump(), b.begin, b.end, sum, b.checksum);
       for (size_t k = 0; k < a.boxes.size(); ++k) {
         const Box region = Intersect(a.boxes[k], b.box);
-        if (BoxElements(region) == 0) continue;
-        CopyRegion(buffer, b.box, a.buffers[k]->mutable_bytes(), a.buffer_boxes[k], region, elem);
+        if (BoxElements(region) == 0 || a.buffers[k]->mutable_bytes().data() == src.data()) continue;
+        CopyRegion(src, b.box, a.buffers[k]->mutable_bytes(), a.buffer_boxes[k], region, elem);
       }
     }
     restored.push_back(Finish(a, t, fmt::format("checkpoint {} tensor {}", step_dir, name)));

@@ -89,26 +89,36 @@ std::string Checksum(std::span<const uint8_t> bytes) {
   return fmt::format("{:016x}", XXH3_64bits(bytes.data(), bytes.size()));
 }
 
-void WriteFileDurably(const std::string& path, std::span<const uint8_t> bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) Fail("cannot create checkpoint file '{}': {}", path, OsError(errno));
+DurableFile::DurableFile(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) Fail("cannot create checkpoint file '{}': {}", path_, OsError(errno));
+}
+
+DurableFile::~DurableFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void DurableFile::Write(std::span<const uint8_t> bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    const ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      Fail("cannot write checkpoint file '{}': {}", path, OsError(err));
-    }
+    if (n < 0) Fail("cannot write checkpoint file '{}': {}", path_, OsError(errno));
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    Fail("cannot fsync checkpoint file '{}': {}", path, OsError(err));
-  }
-  if (::close(fd) != 0) Fail("cannot close checkpoint file '{}': {}", path, OsError(errno));
+}
+
+void DurableFile::Finish() {
+  if (::fsync(fd_) != 0) Fail("cannot fsync checkpoint file '{}': {}", path_, OsError(errno));
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0) Fail("cannot close checkpoint file '{}': {}", path_, OsError(errno));
+}
+
+void WriteFileDurably(const std::string& path, std::span<const uint8_t> bytes) {
+  DurableFile f(path);
+  f.Write(bytes);
+  f.Finish();
 }
 
 void SyncDirectory(const std::string& path) {
@@ -120,8 +130,7 @@ void SyncDirectory(const std::string& path) {
   if (rc != 0) Fail("cannot fsync directory '{}': {}", path, OsError(err));
 }
 
-bool ReadRange(int fd, const std::string& path, int64_t begin, int64_t end, std::vector<uint8_t>& out) {
-  out.resize(static_cast<size_t>(end - begin));
+bool ReadRange(int fd, const std::string& path, int64_t begin, std::span<uint8_t> out) {
   size_t done = 0;
   while (done < out.size()) {
     const ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(begin + done));

@@ -35,13 +35,28 @@ void CopyRegion(std::span<const uint8_t> src, const Box& src_box, std::span<uint
 // XXH3-64 of `bytes` as 16 hex digits.
 std::string Checksum(std::span<const uint8_t> bytes);
 
-// Creates `path` (truncating), writes `bytes`, fsyncs and closes it. Throws axle::Error naming
-// the path and the OS error.
+// A file written in pieces, then fsynced and closed (Finish). Throws axle::Error naming the path
+// and the OS error; a file not finished is closed (not synced) on destruction.
+class DurableFile {
+ public:
+  explicit DurableFile(std::string path);  // creates (truncating)
+  ~DurableFile();
+  DurableFile(const DurableFile&) = delete;
+  DurableFile& operator=(const DurableFile&) = delete;
+  void Write(std::span<const uint8_t> bytes);
+  void Finish();  // fsync + close
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+// Creates `path` (truncating), writes `bytes`, fsyncs and closes it.
 void WriteFileDurably(const std::string& path, std::span<const uint8_t> bytes);
 // fsyncs directory `path` (so the entries created or renamed in it are durable).
 void SyncDirectory(const std::string& path);
-// Reads bytes [begin, end) of the open file `fd` (named `path` in errors) into `out`; false when
-// the file ends first.
-bool ReadRange(int fd, const std::string& path, int64_t begin, int64_t end, std::vector<uint8_t>& out);
+// Reads out.size() bytes from offset `begin` of the open file `fd` (named `path` in errors) into
+// `out`; false when the file ends first.
+bool ReadRange(int fd, const std::string& path, int64_t begin, std::span<uint8_t> out);
 
 }  // namespace axle::checkpoint

@@ -446,8 +446,11 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
     if (!result.save_block_s.empty()) {
       double sum = 0;
       for (double s : result.save_block_s) sum += s;
-      out << fmt::format("; {} background saves blocked the loop {:.3f} s each on average",
-                         result.save_block_s.size(), sum / static_cast<double>(result.save_block_s.size()));
+      // The max includes waiting for an earlier save still being written (ManagerOptions::max_pending).
+      out << fmt::format("; {} background saves blocked the loop {:.3f} s each on average (min {:.3f}, max {:.3f})",
+                         result.save_block_s.size(), sum / static_cast<double>(result.save_block_s.size()),
+                         *std::min_element(result.save_block_s.begin(), result.save_block_s.end()),
+                         *std::max_element(result.save_block_s.begin(), result.save_block_s.end()));
     }
     if (result.final_save_s > 0) out << fmt::format("; the final save took {:.3f} s to commit", result.final_save_s);
     out << "\n";
