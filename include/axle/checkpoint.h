@@ -51,6 +51,9 @@ struct ManagerOptions {
   // A device's blocks go into safetensors files of at most this many bytes (a larger block gets
   // a file of its own): the background writer holds one file's bytes beside the host copy.
   int64_t max_file_bytes = int64_t{256} << 20;
+  // Only list, read and restore (axle export beside a running job): no lock, no cleanup of
+  // uncommitted steps (they may be a writer's saves in progress), and save is an error.
+  bool read_only = false;
 };
 
 // What a checkpoint holds: named tensors (any sharding, any mesh) and free-form JSON (the

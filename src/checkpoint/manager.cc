@@ -348,6 +348,11 @@ Manager::Manager(std::string dir, ManagerOptions options) : dir_(std::move(dir))
   if (options_.max_file_bytes < 1)
     Fail("checkpoint::Manager: max_file_bytes {} must be at least 1", options_.max_file_bytes);
   std::error_code ec;
+  if (options_.read_only) {
+    if (!fs::is_directory(dir_)) Fail("checkpoint directory '{}' does not exist", dir_);
+    worker_ = std::thread([this] { Worker(); });
+    return;
+  }
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_))
     Fail("checkpoint directory '{}' cannot be created or is not a directory{}", dir_,
@@ -382,7 +387,7 @@ Manager::~Manager() {
   }
   cv_.notify_all();
   worker_.join();
-  ::close(lock_fd_);  // releases the lock
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the lock
   if (error_) {
     try {
       std::rethrow_exception(error_);
@@ -415,6 +420,7 @@ bool Manager::save(int64_t step, const State& state, bool force) {
 
 bool Manager::save_async(int64_t step, const State& state, bool force) {
   RethrowError();
+  if (options_.read_only) Fail("checkpoint save of step {}: the Manager of '{}' is read-only", step, dir_);
   if (!force && !should_save(step)) return false;
   if (step < 0) Fail("checkpoint save: step {} is negative", step);
   if (fs::exists(StepDir(step)))

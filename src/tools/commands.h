@@ -20,6 +20,7 @@ void AddFlagsCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunn
 void AddTrainCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
 void AddCacheCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
 void AddCompileCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
+void AddExportCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
 
 // Reads a whole file; throws axle::Error naming the file when it cannot.
 std::string ReadFile(const std::string& path);

@@ -13,6 +13,8 @@
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "core/flags.h"
+#include "axle/nn.h"
+#include "train/export.h"
 #include "train/trainer.h"
 
 namespace axle::train {
@@ -192,6 +194,47 @@ TEST_F(CheckpointTrainTest, SavedWeightsKnowTheirModel) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("bare.safetensors"));
     EXPECT_THAT(e.what(), HasSubstr("n_head"));
+  }
+}
+
+// axle export: the checkpoint's model as a Hugging Face directory, whole or sharded with an
+// index, that LoadGPT2 (and so --init) reads back as the same model, bit for bit.
+TEST_F(CheckpointTrainTest, ExportsAHuggingFaceDirectory) {
+  TrainOptions o = Tiny();
+  o.steps = 3;
+  o.checkpoint_dir = dir_ + "/ckpt";
+  std::ostringstream log;
+  Train(o, log);
+  nn::GPT2 want(nn::GPT2Config::Preset("tiny"), 0, /*init=*/false);
+  checkpoint::State state;
+  for (const auto& [name, p] : want.named_parameters()) state.tensors.emplace_back("model." + name, p);
+  checkpoint::Manager(o.checkpoint_dir, {.read_only = true}).restore(3, state);
+  for (const int64_t max_shard : {int64_t{1} << 30, int64_t{100000}}) {
+    ExportOptions e;
+    e.checkpoint_dir = o.checkpoint_dir;
+    e.out_dir = dir_ + "/hf_" + std::to_string(max_shard);
+    e.max_shard_bytes = max_shard;
+    std::ostringstream out;
+    ExportHuggingFace(e, out);
+    EXPECT_THAT(out.str(), HasSubstr("exported step 3"));
+    EXPECT_TRUE(fs::exists(e.out_dir + "/config.json"));
+    EXPECT_EQ(fs::exists(e.out_dir + "/model.safetensors.index.json"), max_shard == 100000) << out.str();
+    std::shared_ptr<nn::GPT2> got = nn::LoadGPT2(e.out_dir);
+    EXPECT_EQ(got->config().n_head, 4);
+    const auto a = want.state_dict(), b = got->state_dict();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(a[i].second.to_literal() == b[i].second.to_literal()) << a[i].first;
+  }
+  ExportOptions none;
+  none.checkpoint_dir = dir_ + "/nothing";
+  fs::create_directories(none.checkpoint_dir);
+  none.out_dir = dir_ + "/hf_none";
+  try {
+    ExportHuggingFace(none, log);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("no committed checkpoint"));
   }
 }
 
