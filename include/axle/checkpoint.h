@@ -29,6 +29,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -122,6 +123,7 @@ class Manager {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Snapshot>> queue_;
+  std::set<int64_t> pending_steps_;  // queued or being written
   int64_t writing_ = 0;  // snapshots taken off the queue and not yet committed
   std::exception_ptr error_;
   bool stop_ = false;

@@ -427,9 +427,9 @@ bool Manager::save_async(int64_t step, const State& state, bool force) {
     Fail("checkpoint step {} already exists in '{}'; a committed step is never overwritten", step, StepDir(step));
   {
     std::unique_lock lock(mu_);
-    for (const auto& s : queue_)
-      if (s->step == step) Fail("checkpoint step {} is already being saved", step);
+    if (pending_steps_.count(step)) Fail("checkpoint step {} is already being saved", step);
     cv_.wait(lock, [&] { return static_cast<int64_t>(queue_.size()) + writing_ < options_.max_pending; });
+    pending_steps_.insert(step);
   }
   auto snap = std::make_shared<Snapshot>();
   snap->step = step;
@@ -443,8 +443,14 @@ bool Manager::save_async(int64_t step, const State& state, bool force) {
     const detail::TensorImpl& impl = *t.impl();
     if (impl.data == nullptr || (impl.value != nullptr && impl.epoch == detail::CurrentTrace().epoch)) pending = true;
   }
-  if (pending) sync();  // the state's values are computed before they are copied
-  for (const auto& [name, t] : state.tensors) SnapshotTensor(name, t, *snap);
+  try {
+    if (pending) sync();  // the state's values are computed before they are referenced
+    for (const auto& [name, t] : state.tensors) SnapshotTensor(name, t, *snap);
+  } catch (...) {
+    std::lock_guard lock(mu_);
+    pending_steps_.erase(step);
+    throw;
+  }
   {
     std::lock_guard lock(mu_);
     queue_.push_back(std::move(snap));
@@ -479,9 +485,11 @@ void Manager::Worker() {
     } catch (...) {
       error = std::current_exception();
     }
-    snap.reset();  // frees the host copy before a waiting save_async takes the next
+    const int64_t step = snap->step;
+    snap.reset();  // lets go of the buffers before a waiting save_async takes the next
     {
       std::lock_guard lock(mu_);
+      pending_steps_.erase(step);
       --writing_;
       if (error && !error_) error_ = error;
     }

@@ -95,6 +95,7 @@ TEST_F(ManagerTest, AsyncSavesIntervalAndRetention) {
     EXPECT_EQ(saved, step % 2 == 0) << step;
   }
   EXPECT_TRUE(m.save_async(11, s, /*force=*/true));
+  EXPECT_THROW(m.save_async(11, s, /*force=*/true), Error);  // pending or committed: never twice
   m.wait();
   // The newest two, and the multiples of 4 that max_to_keep passed over.
   EXPECT_THAT(m.all_steps(), ElementsAre(4, 8, 10, 11));
