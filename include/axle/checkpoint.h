@@ -103,7 +103,10 @@ class Manager {
   // once and checking its checksum; state.extra becomes the saved extra. Throws axle::Error
   // naming the tensor and the file for: a step that is not committed, a tensor the checkpoint
   // lacks, another dtype or shape (a checkpoint of another model), a missing or truncated file,
-  // and a checksum mismatch (a corrupted file). On error no tensor has changed.
+  // and a checksum mismatch (a corrupted file). On error no tensor has changed: every block is
+  // checked before the first tensor is rebound (Note [Restoring in two passes] in manager.cc);
+  // then each tensor is rebound as soon as it is assembled, so the restore holds one tensor's new
+  // blocks beside the state, not a second copy of it.
   void restore(int64_t step, State& state);
 
   const std::string& dir() const { return dir_; }

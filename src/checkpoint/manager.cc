@@ -660,16 +660,41 @@ void Manager::restore(int64_t step, State& state) {
          "configuration?):{}",
          meta_path, list);
   }
+  // Note [Restoring in two passes]: the first pass reads every saved block once into one reused
+  // buffer and checks its checksum, so a damaged checkpoint fails before any tensor changes; the
+  // second assembles one tensor at a time and rebinds it at once, so its old buffers go before the
+  // next tensor is read: the restore needs the new blocks of one tensor and one saved block beside
+  // the state, not a second copy of the state. (The second pass checks the checksums again; a file
+  // that changes between the passes is reported, with the tensors before it already restored.)
   Files files(step_dir);
-  std::vector<Tensor> restored;
   std::vector<uint8_t> buffer;
+  std::vector<std::vector<SavedBlock>> blocks;
+  auto read = [&](const SavedBlock& b, const std::string& name, std::span<uint8_t> dst, bool second_pass) {
+    const std::string path = step_dir + "/" + b.file;
+    if (!ReadRange(files.Open(b.file, name), path, b.begin, dst))
+      Fail("checkpoint file '{}' is truncated: tensor '{}' needs bytes [{}, {}) of it, which end past the end "
+           "of the file; restore another step",
+           path, name, b.begin, b.end);
+    const std::string sum = Checksum(dst);
+    if (sum != b.checksum)
+      Fail("checkpoint file '{}': tensor '{}' (the block at offset {}, bytes [{}, {})) fails its checksum "
+           "(xxh3_64 {}, the metadata says {}): {}",
+           path, name, json(Offsets(b.box)).dump(), b.begin, b.end, sum, b.checksum,
+           second_pass ? "the file changed while it was being restored (the tensors before this one are restored)"
+                       : "the file is corrupted; restore another step");
+  };
   for (const auto& [name, t] : state.tensors) {
-    const ir::TensorType& type = t.impl()->type;
-    const int64_t elem = DTypeSize(type.dtype);
+    blocks.push_back(ParseBlocks(saved[name], name, t.impl()->type, meta_path));
+    for (const SavedBlock& b : blocks.back()) {
+      buffer.resize(static_cast<size_t>(b.end - b.begin));
+      read(b, name, buffer, false);
+    }
+  }
+  for (size_t i = 0; i < state.tensors.size(); ++i) {
+    const auto& [name, t] = state.tensors[i];
+    const int64_t elem = DTypeSize(t.impl()->type.dtype);
     Assembly a = PlanAssembly(t);
-    for (const SavedBlock& b : ParseBlocks(saved[name], name, type, meta_path)) {
-      const std::string path = step_dir + "/" + b.file;
-      const int fd = files.Open(b.file, name);
+    for (const SavedBlock& b : blocks[i]) {
       // A saved block that is exactly one new block (the same layout) is read straight into it.
       const auto direct = std::find(a.buffer_boxes.begin(), a.buffer_boxes.end(), b.box);
       const size_t direct_k = static_cast<size_t>(direct - a.buffer_boxes.begin());
@@ -680,24 +705,17 @@ void Manager::restore(int64_t step, State& state) {
         buffer.resize(static_cast<size_t>(b.end - b.begin));
         src = buffer;
       }
-      if (!ReadRange(fd, path, b.begin, src))
-        Fail("checkpoint file '{}' is truncated: tensor '{}' needs bytes [{}, {}) of it, which end past the end "
-             "of the file; restore another step",
-             path, name, b.begin, b.end);
-      const std::string sum = Checksum(src);
-      if (sum != b.checksum)
-        Fail("checkpoint file '{}': tensor '{}' (the block at offset {}, bytes [{}, {})) fails its checksum "
-             "(xxh3_64 {}, the metadata says {}): the file is corrupted; restore another step",
-             path, name, json(Offsets(b.box)).dump(), b.begin, b.end, sum, b.checksum);
+      read(b, name, src, true);
       for (size_t k = 0; k < a.boxes.size(); ++k) {
         const Box region = Intersect(a.boxes[k], b.box);
         if (BoxElements(region) == 0 || a.buffers[k]->mutable_bytes().data() == src.data()) continue;
         CopyRegion(src, b.box, a.buffers[k]->mutable_bytes(), a.buffer_boxes[k], region, elem);
       }
     }
-    restored.push_back(Finish(a, t, fmt::format("checkpoint {} tensor {}", step_dir, name)));
+    Tensor value = Finish(a, t, fmt::format("checkpoint {} tensor {}", step_dir, name));
+    set_data(state.tensors[i].second, value);
   }
-  for (size_t i = 0; i < restored.size(); ++i) set_data(state.tensors[i].second, restored[i]);
+  std::vector<uint8_t>().swap(buffer);
   state.extra = meta.value("extra", json::object());
 }
 
