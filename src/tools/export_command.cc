@@ -16,7 +16,8 @@ void AddExportCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRun
   sub->option_defaults()->always_capture_default();
   sub->add_option("--checkpoint", o->checkpoint_dir, "The --checkpoint-dir of `axle train`")->required();
   sub->add_option("--step", *step, "The step to export (default: the newest committed one)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::NonNegativeNumber)
+      ->default_str("the newest");
   sub->add_option("--out", o->out_dir, "The Hugging Face model directory to write")->required();
   sub->add_option("--max-shard-size", o->max_shard_bytes,
                   "Bytes per weights file; above it the weights are sharded with an index")

@@ -2,7 +2,9 @@
 #include "train/export.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -25,6 +27,10 @@ void ExportHuggingFace(const ExportOptions& o, std::ostream& out) {
   int64_t step = 0;
   if (o.step) {
     step = *o.step;
+    const std::vector<int64_t> steps = m.all_steps();
+    if (std::find(steps.begin(), steps.end(), step) == steps.end())
+      Fail("axle export: '{}' has no committed step {} (its steps: {})", o.checkpoint_dir, step,
+           steps.empty() ? "none" : fmt::format("{}", fmt::join(steps, ", ")));
   } else if (const std::optional<int64_t> latest = m.latest()) {
     step = *latest;
   } else {
