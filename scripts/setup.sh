@@ -3,7 +3,9 @@
 # Idempotent: safe to run on every build.
 #   scripts/setup.sh               the build and test dependencies
 #   scripts/setup.sh --with-torch  also Debian's python3-torch (the PyTorch conformance check and
-#                                  bench/; /usr/bin/python3 sees it)
+#                                  bench/; /usr/bin/python3 sees it) and, from PyPI, transformers
+#                                  for /usr/bin/python3 (scripts/export_check.sh); a failure to
+#                                  install transformers is only reported
 # It also installs Intel MKL from PyPI when pip can (`pip install --no-deps mkl`: a ~230 MB
 # download, 685 MB installed): the BLAS dot_general prefers (Note [Which BLAS],
 # src/backends/cpu/blas.cc; CMake finds it in the Python prefix).
@@ -19,7 +21,8 @@ packages=(
   libtcmalloc-minimal4                           # the axle tool's allocator (optional)
   python3-numpy                                  # golden-value scripts and the example check
 )
-[ "${1:-}" = "--with-torch" ] && packages+=(python3-torch)
+with_torch=0
+[ "${1:-}" = "--with-torch" ] && with_torch=1 && packages+=(python3-torch python3-pip)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -44,4 +47,18 @@ if [ "${AXLE_NO_MKL:-0}" != 1 ] && command -v python3 >/dev/null; then
     python3 -m pip install --quiet --no-deps mkl ||
       echo "setup: MKL could not be installed; dot_general will use OpenBLAS"
   fi
+fi
+
+# transformers for Debian's /usr/bin/python3 (the one that sees python3-torch), from PyPI: its
+# dependencies go to /usr/local (hence --break-system-packages); NumPy and torch stay Debian's.
+# transformers 5 wants torch >= 2.6 and otherwise imports with torch disabled; for Debian 12's
+# torch 1.13, 4.46 is the line that still takes it (checked: 4.46.3).
+if [ "$with_torch" = 1 ] &&
+   ! /usr/bin/python3 -c "import transformers, sys; sys.exit(not transformers.is_torch_available())" 2>/dev/null; then
+  spec="transformers"
+  /usr/bin/python3 -c "import sys, torch; sys.exit(int(torch.__version__.split('.')[0]) >= 2)" 2>/dev/null &&
+    spec="transformers<4.47"
+  echo "setup: installing $spec for /usr/bin/python3 (python3 -m pip install)"
+  /usr/bin/python3 -m pip install --quiet --break-system-packages "$spec" ||
+    echo "setup: transformers could not be installed; scripts/export_check.sh will be skipped"
 fi

@@ -204,6 +204,9 @@ struct GPT2Config {
   // names the file in errors.
   static GPT2Config FromJson(const nlohmann::json& json, std::string_view source);
   static GPT2Config FromFile(const std::string& config_json_path);
+  // The Hugging Face config.json object of this config (model_type "gpt2", the sizes,
+  // layer_norm_epsilon, and dropout as resid/embd/attn_pdrop); FromJson reads it back.
+  nlohmann::json ToJson() const;
 };
 
 // GPT-2's MLP: c_proj(gelu_tanh(c_fc(x))), then dropout. c_fc [C, 4C], c_proj [4C, C].
@@ -284,6 +287,13 @@ struct LoadGPT2Options {
 // the path and every missing, unexpected or mistyped tensor. The weights are copied in with
 // copy_ and sync()ed.
 std::shared_ptr<GPT2> LoadGPT2(const std::string& path, const LoadGPT2Options& options = {});
+
+// Writes `model`'s weights to `path` (a .safetensors file, Hugging Face's names) with its config,
+// twice: in the file's __metadata__ ("config": the config.json text, beside {"format": "pt"}), so
+// LoadGPT2(path) rebuilds the same model from the bare file, and as config.json in the file's
+// directory (which, with the file named model.safetensors, is a Hugging Face model directory).
+// Returns the config.json path.
+std::string SaveGPT2(const GPT2& model, const std::string& path);
 
 // ---- Serialization (safetensors) --------------------------------------------------------------
 

@@ -45,6 +45,8 @@ class Optimizer {
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   // How many updates the parameter `group`/`index` has received.
   int64_t param_steps(size_t group, size_t index) const;
+  // Sets that count (restoring a checkpoint: the next step() continues from it).
+  void set_param_steps(size_t group, size_t index, int64_t steps);
 
  protected:
   Optimizer(std::vector<ParamGroup> groups, double lr, const char* name);

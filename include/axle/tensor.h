@@ -277,6 +277,12 @@ void sync();
 void wait();
 // Seeds the global generator used by dropout (and rand/randn without explicit seeds).
 void manual_seed(uint64_t seed);
+// The global generator's state, for checkpoints: the seed of the last manual_seed, and its
+// counter, a u32[4] device tensor that each draw advances inside the traced step. rng_counter()
+// is the same tensor object until the next manual_seed, so giving it a saved value (set_data, or
+// checkpoint::Manager::restore) restores the generator exactly.
+uint64_t rng_seed();
+Tensor rng_counter();
 // The backend that runs steps: "compiled" (the default: fusion + generated C++, docs/compiler.md),
 // "cpu" (the per-op executor) or "interpreter" (the reference). AXLE_BACKEND sets the default.
 void set_backend(const std::string& name);

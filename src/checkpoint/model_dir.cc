@@ -111,7 +111,19 @@ ModelDir LoadModelDir(const std::string& dir_or_file) {
   if (ec || !fs::exists(status)) Fail("model path '{}' does not exist", dir_or_file);
   ModelDir model{.config = nlohmann::json::object(), .tensors = {}};
   if (!fs::is_directory(status)) {
-    model.tensors = LoadSafetensors(dir_or_file);
+    SafetensorsMetadata metadata;
+    model.tensors = LoadSafetensors(dir_or_file, &metadata);
+    // A file Axle wrote carries its model's config (Note [Saved files know their model]).
+    if (auto it = metadata.find(kConfigMetadataKey); it != metadata.end()) {
+      try {
+        model.config = nlohmann::json::parse(it->second);
+      } catch (const nlohmann::json::exception& e) {
+        Fail("{}: the \"{}\" entry of its __metadata__ is not valid JSON ({})", dir_or_file, kConfigMetadataKey,
+             e.what());
+      }
+      if (!model.config.is_object())
+        Fail("{}: the \"{}\" entry of its __metadata__ is not a JSON object", dir_or_file, kConfigMetadataKey);
+    }
     return model;
   }
   if (fs::exists(path / kConfigFile))

@@ -18,13 +18,18 @@
 
 namespace axle::checkpoint {
 
+// The __metadata__ key under which Axle stores a model's config.json (as JSON text) in the
+// safetensors files it writes, so that a bare file knows its model.
+inline constexpr const char* kConfigMetadataKey = "config";
+
 struct ModelDir {
   nlohmann::json config;  // config.json's object; an empty object when there is none
   TensorMap tensors;      // shards in file-name order, each in its data order
 };
 
 // Loads `dir_or_file`: a directory (config.json when present, and model.safetensors.index.json
-// with its shards, else model.safetensors), or a single .safetensors file (config empty).
+// with its shards, else model.safetensors), or a single .safetensors file (the config from its
+// __metadata__ "config" entry when Axle wrote it, else empty).
 // Throws axle::Error naming the file for: no weights in the directory, a config.json or index
 // that is not valid JSON of the right shape, a shard path that leaves the directory, a tensor the
 // index lists that its shard lacks, a shard tensor the index does not list or assigns to another

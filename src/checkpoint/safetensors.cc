@@ -428,9 +428,10 @@ struct Prepared {
   std::vector<const std::pair<std::string, ir::Literal>*> order;
 };
 
-void CheckWritable(const TensorMap& tensors, const SafetensorsMetadata& metadata) {
+void CheckWritable(const std::vector<std::pair<std::string, ir::TensorType>>& tensors,
+                   const SafetensorsMetadata& metadata) {
   std::set<std::string_view> names;
-  for (const auto& [name, lit] : tensors) {
+  for (const auto& [name, type] : tensors) {
     if (name == kMetadataKey) Fail("cannot write safetensors: \"__metadata__\" is a reserved name");
     if (!IsValidUtf8(name))
       Fail("cannot write safetensors: tensor name {} is not valid UTF-8", Quote(name));
@@ -444,14 +445,18 @@ void CheckWritable(const TensorMap& tensors, const SafetensorsMetadata& metadata
   }
 }
 
-Prepared Prepare(const TensorMap& tensors, const SafetensorsMetadata& metadata) {
+}  // namespace
+
+SafetensorsHead PrepareSafetensorsHead(const std::vector<std::pair<std::string, ir::TensorType>>& tensors,
+                                       const SafetensorsMetadata& metadata) {
   CheckWritable(tensors, metadata);
-  Prepared p;
-  for (const auto& t : tensors) p.order.push_back(&t);
-  std::sort(p.order.begin(), p.order.end(), [](const auto* a, const auto* b) {
-    const int ra = InfoOf(a->second.dtype()).rank, rb = InfoOf(b->second.dtype()).rank;
-    return ra != rb ? ra > rb : a->first < b->first;
+  SafetensorsHead p;
+  for (size_t i = 0; i < tensors.size(); ++i) p.order.push_back(i);
+  std::sort(p.order.begin(), p.order.end(), [&](size_t a, size_t b) {
+    const int ra = InfoOf(tensors[a].second.dtype).rank, rb = InfoOf(tensors[b].second.dtype).rank;
+    return ra != rb ? ra > rb : tensors[a].first < tensors[b].first;
   });
+  p.data_offsets.resize(tensors.size());
   std::string json = "{";
   if (!metadata.empty()) {
     AppendJsonString(&json, kMetadataKey);
@@ -465,13 +470,14 @@ Prepared Prepare(const TensorMap& tensors, const SafetensorsMetadata& metadata) 
     json += '}';
   }
   uint64_t offset = 0;
-  for (const auto* t : p.order) {
+  for (size_t i : p.order) {
+    const auto& [name, type] = tensors[i];
     if (json.size() > 1) json += ',';
-    AppendJsonString(&json, t->first);
-    const uint64_t size = t->second.bytes().size();
-    json += fmt::format(R"(:{{"dtype":"{}","shape":[{}],"data_offsets":[{},{}]}})",
-                        InfoOf(t->second.dtype()).name, fmt::join(t->second.shape().dims(), ","),
-                        offset, offset + size);
+    AppendJsonString(&json, name);
+    const uint64_t size = static_cast<uint64_t>(type.ByteSize());
+    json += fmt::format(R"(:{{"dtype":"{}","shape":[{}],"data_offsets":[{},{}]}})", InfoOf(type.dtype).name,
+                        fmt::join(type.shape.dims(), ","), offset, offset + size);
+    p.data_offsets[i] = {offset, offset + size};
     offset += size;
   }
   json += '}';
@@ -481,8 +487,19 @@ Prepared Prepare(const TensorMap& tensors, const SafetensorsMetadata& metadata) 
          json.size());
   }
   for (size_t i = 0; i < kSizePrefixBytes; ++i)
-    p.head.push_back(static_cast<uint8_t>(json.size() >> (8 * i)));
-  p.head.insert(p.head.end(), json.begin(), json.end());
+    p.bytes.push_back(static_cast<uint8_t>(json.size() >> (8 * i)));
+  p.bytes.insert(p.bytes.end(), json.begin(), json.end());
+  return p;
+}
+
+namespace {
+
+Prepared Prepare(const TensorMap& tensors, const SafetensorsMetadata& metadata) {
+  std::vector<std::pair<std::string, ir::TensorType>> types;
+  for (const auto& [name, lit] : tensors) types.emplace_back(name, lit.type());
+  SafetensorsHead head = PrepareSafetensorsHead(types, metadata);
+  Prepared p{std::move(head.bytes), {}};
+  for (size_t i : head.order) p.order.push_back(&tensors[i]);
   return p;
 }
 

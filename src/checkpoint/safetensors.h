@@ -62,6 +62,19 @@ void SaveSafetensors(const std::string& path, const TensorMap& tensors,
 std::vector<uint8_t> SerializeSafetensors(const TensorMap& tensors,
                                           const SafetensorsMetadata& metadata = {});
 
+// The head of a safetensors file (the size prefix and the padded JSON header) holding tensors of
+// these names and types, exactly as SerializeSafetensors writes it, for writers that stream the
+// data themselves: `order` lists the indices into `tensors` in the order their bytes follow the
+// head, and data_offsets[i] is tensor i's [begin, end) relative to the end of the head. Throws
+// as SerializeSafetensors does.
+struct SafetensorsHead {
+  std::vector<uint8_t> bytes;
+  std::vector<size_t> order;
+  std::vector<std::pair<uint64_t, uint64_t>> data_offsets;
+};
+SafetensorsHead PrepareSafetensorsHead(const std::vector<std::pair<std::string, ir::TensorType>>& tensors,
+                                       const SafetensorsMetadata& metadata = {});
+
 // Parses the bytes of a safetensors file. `name_for_errors` (a path, or "<memory>") is named in
 // every error message. Safe on any input; every problem is an axle::Error naming the file and,
 // where there is one, the tensor: a file shorter than 8 bytes, a header size over 100 MB or past

@@ -140,6 +140,14 @@ void manual_seed(uint64_t seed) {
   g.counter = from_vector<uint32_t>({0, 0, 0, 0}, {4}, DType::kU32);
 }
 
+uint64_t rng_seed() { return Gen().seed; }
+
+Tensor rng_counter() {
+  Generator& g = Gen();
+  if (!g.counter.defined()) manual_seed(g.seed);
+  return g.counter;
+}
+
 namespace detail {
 // Random u32 bits from the global generator; advances its counter past them.
 ir::Value* NextRandomBits(const Dims& shape) {

@@ -11,6 +11,7 @@
 #include "axle/nn.h"
 #include "checkpoint/model_dir.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "nn/util.h"
 
 namespace axle::nn {
@@ -108,6 +109,22 @@ GPT2Config GPT2Config::FromJson(const nlohmann::json& json, std::string_view sou
     Fail("{}: {}", source, e.message());
   }
   return c;
+}
+
+nlohmann::json GPT2Config::ToJson() const {
+  return {{"model_type", "gpt2"},
+          {"architectures", {"GPT2LMHeadModel"}},
+          {"vocab_size", vocab_size},
+          {"n_positions", n_positions},
+          {"n_ctx", n_positions},
+          {"n_embd", n_embd},
+          {"n_layer", n_layer},
+          {"n_head", n_head},
+          {"layer_norm_epsilon", layer_norm_epsilon},
+          {"activation_function", "gelu_new"},
+          {"resid_pdrop", dropout},
+          {"embd_pdrop", dropout},
+          {"attn_pdrop", dropout}};
 }
 
 GPT2Config GPT2Config::FromFile(const std::string& path) {
@@ -281,16 +298,15 @@ GPT2Config InferConfig(const checkpoint::TensorMap& tensors, const std::string& 
     }
   }
   c.n_layer = n_layer;
-  if (options.n_head) {
-    c.n_head = *options.n_head;
-  } else {
-    if (c.n_embd % 64 != 0) {
-      Fail("{}: no config.json and n_embd {} is not a multiple of 64, so the head count cannot be "
-           "guessed; pass LoadGPT2Options::n_head",
-           path, c.n_embd);
-    }
-    c.n_head = c.n_embd / 64;
-  }
+  // Note [Saved files know their model]: the head count is not in any tensor's shape, and a
+  // guess (n_embd / 64) once trained a different model in silence. Ask for it instead.
+  if (!options.n_head)
+    Fail("{}: a bare safetensors file without a config: the tensor shapes give vocab_size {}, n_positions {}, "
+         "n_embd {} and n_layer {}, but not n_head. Pass the model directory (config.json beside "
+         "model.safetensors), or put a config.json with \"n_head\" next to the weights and pass that directory "
+         "(from C++: LoadGPT2Options::n_head)",
+         path, c.vocab_size, c.n_positions, c.n_embd, c.n_layer);
+  c.n_head = *options.n_head;
   try {
     c.Validate();
   } catch (const Error& e) {
@@ -300,6 +316,17 @@ GPT2Config InferConfig(const checkpoint::TensorMap& tensors, const std::string& 
 }
 
 }  // namespace
+
+std::string SaveGPT2(const GPT2& model, const std::string& path) {
+  checkpoint::TensorMap tensors;
+  for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, t.to_literal());
+  const nlohmann::json config = model.config().ToJson();
+  checkpoint::SaveSafetensors(path, tensors, {{"format", "pt"}, {checkpoint::kConfigMetadataKey, config.dump()}});
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  const std::string config_path = (dir.empty() ? std::filesystem::path("config.json") : dir / "config.json").string();
+  WriteFileAtomically(config_path, config.dump(2) + "\n", "config.json");
+  return config_path;
+}
 
 std::shared_ptr<GPT2> LoadGPT2(const std::string& path, const LoadGPT2Options& options) {
   checkpoint::ModelDir dir = checkpoint::LoadModelDir(path);
@@ -323,8 +350,9 @@ std::shared_ptr<GPT2> LoadGPT2(const std::string& path, const LoadGPT2Options& o
   if (dir.config.empty()) {
     config = InferConfig(tensors, path, options);
   } else {
-    config = GPT2Config::FromJson(dir.config,
-                                  (std::filesystem::path(path) / "config.json").string());
+    config = GPT2Config::FromJson(dir.config, std::filesystem::is_directory(path)
+                                                  ? (std::filesystem::path(path) / "config.json").string()
+                                                  : path + " (the config in its __metadata__)");
   }
   if (options.dropout) {
     config.dropout = *options.dropout;

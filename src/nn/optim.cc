@@ -75,6 +75,11 @@ int64_t Optimizer::param_steps(size_t group, size_t index) const {
   return steps_.at(group).at(index);
 }
 
+void Optimizer::set_param_steps(size_t group, size_t index, int64_t steps) {
+  if (steps < 0) Fail("{}: set_param_steps({}, {}, {}): a step count cannot be negative", name_, group, index, steps);
+  steps_.at(group).at(index) = steps;
+}
+
 void Optimizer::SetScalars(const std::vector<double>& values) {
   for (size_t k = 0; k < values.size(); ++k) {
     Tensor v = from_vector<float>({static_cast<float>(values[k])}, {}, DType::kF32);

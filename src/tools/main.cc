@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   AddFlagsCommand(app, commands);
   AddTrainCommand(app, commands);
   AddCacheCommand(app, commands);
+  AddExportCommand(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

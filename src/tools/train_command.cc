@@ -1,8 +1,10 @@
 // axle train [--model gpt2] [--config tiny|small|124m] [--init DIR|FILE.safetensors]
 //            [--data FILE] [--steps N] [--batch B] [--seq T] [--lr X] [--warmup N]
 //            [--schedule constant|cosine] [--weight-decay X] [--grad-clip X] [--dropout X]
-//            [--seed S] [--log-json FILE] ...
+//            [--seed S] [--log-json FILE] [--checkpoint-dir DIR [--checkpoint-every N] [--keep N]
+//            [--resume] [--stop-at N]] ...
 // Trains GPT-2 (src/train/trainer.h). With no flags: a tiny GPT on the embedded corpus.
+#include <cstdlib>
 #include <iostream>
 
 #include "tools/commands.h"
@@ -50,9 +52,23 @@ void AddTrainCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunn
       ->check(CLI::PositiveNumber);
   sub->add_option("--mesh", o->mesh,
                   "Device mesh over the axes dp, fsdp, tp, e.g. fsdp=4,tp=2 (default: dp over all devices)");
+  sub->add_option("--checkpoint-dir", o->checkpoint_dir,
+                  "Save checkpoints (parameters, optimizer, data and RNG state) in DIR/step_NNNNNNNN");
+  sub->add_option("--checkpoint-every", o->checkpoint_every,
+                  "Save a checkpoint every N steps in the background (0: only at the end)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--keep", o->keep, "Keep the newest N checkpoints (0: all)")->check(CLI::NonNegativeNumber);
+  sub->add_flag("--resume", o->resume, "Continue from the newest committed checkpoint in --checkpoint-dir");
+  sub->add_option("--stop-at", o->stop_at,
+                  "Stop after global step N and save, as a preemption would (the schedule still spans --steps)")
+      ->check(CLI::NonNegativeNumber);
   commands.emplace_back(sub, [o, config] {
     o->config_given = config->count() > 0;
-    train::Train(*o, std::cout);
+    const train::TrainResult r = train::Train(*o, std::cout);
+    if (r.stopped_by_signal != 0) {
+      std::cout << std::flush;
+      std::exit(128 + r.stopped_by_signal);  // the shell's convention for "ended by signal N"
+    }
   });
 }
 

@@ -5,7 +5,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
+#include <filesystem>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -13,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "axle/checkpoint.h"
 #include "axle/compile.h"
 #include "axle/metrics.h"
 #include "axle/nn.h"
@@ -25,6 +29,7 @@
 #include "train/parallel.h"
 #include "train/corpus.h"
 #include "train/data.h"
+#include "train/train_state.h"
 
 namespace axle::train {
 namespace {
@@ -54,6 +59,15 @@ void Validate(const TrainOptions& o) {
   if (!(o.weight_decay >= 0)) Fail("--weight-decay {}: must not be negative", o.weight_decay);
   if (!(o.grad_clip >= 0)) Fail("--grad-clip {}: must not be negative (0 = off)", o.grad_clip);
   if (!(o.dropout >= 0 && o.dropout < 1)) Fail("--dropout {}: must be in [0, 1)", o.dropout);
+  if (o.checkpoint_every < 0) Fail("--checkpoint-every {}: must not be negative", o.checkpoint_every);
+  if (o.keep < 0) Fail("--keep {}: must not be negative (0 keeps every checkpoint)", o.keep);
+  if (o.stop_at < 0) Fail("--stop-at {}: must not be negative", o.stop_at);
+  if (o.checkpoint_dir.empty()) {
+    if (o.resume) Fail("--resume needs --checkpoint-dir DIR: the directory to continue from");
+    if (o.checkpoint_every > 0) Fail("--checkpoint-every needs --checkpoint-dir DIR: where to save");
+    if (o.keep > 0) Fail("--keep needs --checkpoint-dir DIR");
+    if (o.stop_at > 0) Fail("--stop-at needs --checkpoint-dir DIR: a run stopped early saves its state there");
+  }
   if (!o.init.empty() && o.config_given)
     Fail("--config {} and --init {} exclude each other: the model's config comes from the "
          "checkpoint",
@@ -156,6 +170,44 @@ std::pair<Tensor, Tensor> LoadShardedBatch(const BatchLoader& loader, int64_t st
   return {spmd::from_local_shards(xs, shape, mesh, spec), spmd::from_local_shards(ys, shape, mesh, spec)};
 }
 
+// SIGINT / SIGTERM while a run with a checkpoint directory trains: the loop finishes its step,
+// saves, commits and stops (Note [Stopping on a signal]).
+std::atomic<int> g_stop_signal{0};
+
+extern "C" void OnStopSignal(int sig) { g_stop_signal.store(sig); }
+
+// Note [Stopping on a signal]
+// With --checkpoint-dir, SIGINT and SIGTERM (a preemption notice, Ctrl-C) only set a flag; the
+// training loop sees it after the step in flight, saves that step, waits for the commit and
+// returns, and `axle train` exits with 128 + the signal. A second signal still only sets the flag
+// (the save is what the user asked for); SIGKILL cannot be caught, which the commit protocol
+// covers (Note [Checkpoint commit protocol], src/checkpoint/manager.cc). The previous handlers
+// come back when Train returns.
+class StopSignals {
+ public:
+  explicit StopSignals(bool on) : on_(on) {
+    if (!on_) return;
+    g_stop_signal.store(0);
+    struct sigaction sa = {};
+    sa.sa_handler = OnStopSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~StopSignals() {
+    if (!on_) return;
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  int signal() const { return on_ ? g_stop_signal.load() : 0; }
+
+ private:
+  bool on_;
+  struct sigaction old_int_ = {}, old_term_ = {};
+};
+
+const char* SignalName(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal"; }
+
 }  // namespace
 
 TrainResult Train(const TrainOptions& o, std::ostream& out) {
@@ -179,7 +231,15 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
   } else {
     nn::GPT2Config config = nn::GPT2Config::Preset(o.config);
     config.dropout = o.dropout;
-    model = std::make_shared<nn::GPT2>(config, o.seed);
+    // A run that resumes overwrites every parameter: skip drawing the random init (for GPT-2
+    // 124M on the cpu backend, seconds of work and gigabytes of temporaries).
+    bool resuming = false;
+    if (o.resume && std::filesystem::is_directory(o.checkpoint_dir)) {
+      checkpoint::ManagerOptions peek;
+      peek.read_only = true;
+      resuming = checkpoint::Manager(o.checkpoint_dir, peek).latest().has_value();
+    }
+    model = std::make_shared<nn::GPT2>(config, o.seed, /*init=*/!resuming);
   }
   const nn::GPT2Config& config = model->config();
   if (o.seq > config.n_positions)
@@ -200,6 +260,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
   CheckVocab(data.tokens, config.vocab_size, data.source);
   BatchLoader loader(data.tokens, o.batch, o.seq, data.source);
 
+  TrainResult result;
   // The optimizer: weight decay on matrices and embeddings, not on biases and norms.
   std::vector<Tensor> decay, no_decay, all;
   for (const auto& [name, p] : model->named_parameters()) {
@@ -217,6 +278,37 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
       state.push_back(opt.exp_avg(g, i));
       state.push_back(opt.exp_avg_sq(g, i));
     }
+  // Checkpoints: restore the newest committed step (--resume), and save as the run goes.
+  std::unique_ptr<checkpoint::Manager> ckpt;
+  int64_t first_step = 0;
+  if (!o.checkpoint_dir.empty()) {
+    checkpoint::ManagerOptions mo;
+    mo.save_interval = o.checkpoint_every;
+    mo.max_to_keep = o.keep;
+    ckpt = std::make_unique<checkpoint::Manager>(o.checkpoint_dir, mo);
+    const std::optional<int64_t> latest = o.resume ? ckpt->latest() : std::nullopt;
+    if (o.resume && !latest) {
+      out << fmt::format("--resume: no committed checkpoint in {} yet; starting at step 0\n", o.checkpoint_dir);
+    } else if (latest) {
+      const std::string where = ckpt->StepDir(*latest);
+      const nlohmann::json extra = ckpt->read_extra(*latest);
+      out << CheckResume(extra, o, config, where);
+      const uint64_t saved_seed = extra.value("rng", nlohmann::json::object()).value("seed", o.seed);
+      if (saved_seed != rng_seed()) manual_seed(saved_seed);  // the generator continues as saved
+      checkpoint::State resumed = TrainState(*model, opt);
+      const Clock::time_point t0 = Clock::now();
+      ckpt->restore(*latest, resumed);
+      const double restore_s = Since(t0);
+      first_step = ApplyExtra(resumed.extra, opt, where);
+      out << fmt::format("resumed from {} (step {}) in {:.3f} s\n", where, first_step, restore_s);
+    } else if (!ckpt->all_steps().empty()) {
+      Fail("--checkpoint-dir {} already holds checkpoints (steps up to {}): pass --resume to continue that run, or "
+           "choose an empty directory",
+           o.checkpoint_dir, ckpt->all_steps().back());
+    }
+  }
+  const int64_t last_step = o.stop_at > 0 ? std::min(o.stop_at, o.steps) : o.steps;  // exclusive
+  result.first_step = first_step;
   const int64_t param_bytes = BytesPerDevice(all, mesh ? &*mesh : nullptr);
   const int64_t optimizer_bytes = BytesPerDevice(state, mesh ? &*mesh : nullptr);
 
@@ -240,7 +332,6 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
   }
   const bool bar = o.progress && isatty(STDERR_FILENO);
 
-  TrainResult result;
   const int64_t tokens_per_step = o.batch * o.seq;
   auto log = [&](StepLog s) {
     result.steps.push_back(s);
@@ -248,7 +339,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
       nlohmann::json j = {{"step", s.step},           {"loss", s.loss},
                           {"lr", s.lr},               {"tokens_per_s", s.tokens_per_s},
                           {"step_s", s.step_s},       {"compile_s", s.compile_s}};
-      if (s.step == 0) j["startup_s"] = result.startup_s;
+      if (s.step == first_step) j["startup_s"] = result.startup_s;
       // SPMD counters (zero on one device): bytes each step's collectives moved, summed over devices.
       const runtime::CollectiveStats c = mesh ? detail::LastCollectiveStats() : runtime::CollectiveStats{};
       j["param_bytes_per_device"] = param_bytes;
@@ -259,14 +350,14 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
       j["collectives"] = c.collectives;
       json << j.dump() << "\n" << std::flush;
     }
-    if (s.step == 0 || s.step + 1 == o.steps || (o.log_every > 0 && s.step % o.log_every == 0)) {
+    if (s.step == first_step || s.step + 1 == last_step || (o.log_every > 0 && s.step % o.log_every == 0)) {
       if (bar) std::cerr << "\r" << std::string(70, ' ') << "\r";
       out << fmt::format("step {} | loss {:.6f} | lr {:.3e} | tok/s {:.0f}{}\n", s.step, s.loss,
                          s.lr, s.tokens_per_s,
                          s.compile_s > 0 ? fmt::format(" | compile {:.2f} s", s.compile_s) : "")
           << std::flush;
     }
-    if (bar) PrintProgress(s.step + 1, o.steps, s.loss, s.tokens_per_s);
+    if (bar) PrintProgress(s.step + 1, last_step, s.loss, s.tokens_per_s);
   };
 
   // One training step: forward, backward, clipping, the update. On one device it is a
@@ -289,7 +380,28 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
   Tensor prev_loss;
   StepLog prev;
   Clock::time_point last_done = Clock::now();
-  for (int64_t step = 0; step < o.steps; ++step) {
+  StopSignals signals(ckpt != nullptr);
+  checkpoint::State ckpt_state;
+  if (ckpt) ckpt_state = TrainState(*model, opt);
+  // Saves the state after `done` steps: in the background (save_async) on the schedule, or forced
+  // and waited for (the final save).
+  auto save = [&](int64_t done, bool final) {
+    if (!ckpt || done == result.last_checkpoint) return;
+    if (!final && (o.checkpoint_every <= 0 || !ckpt->should_save(done))) return;
+    ckpt_state.extra = TrainExtra(o, config, opt, done, data.source, static_cast<int64_t>(data.tokens.size()));
+    axle::wait();  // the step being saved has finished: what follows is the save's own time
+    const Clock::time_point t0 = Clock::now();
+    ckpt->save_async(done, ckpt_state, /*force=*/true);
+    if (final) {
+      ckpt->wait();
+      result.final_save_s = Since(t0);
+    } else {
+      result.save_block_s.push_back(Since(t0));
+    }
+    result.last_checkpoint = done;
+  };
+  int64_t done = first_step;
+  for (int64_t step = first_step; step < last_step; ++step) {
     const double lr = optim::lr_at(step, o.steps, o.lr, o.warmup, o.schedule);
     opt.set_lr(lr);
     Tensor x, y;
@@ -309,7 +421,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
       loss = compiled_step({x, y})[0];
     }
     const double compile_s = metrics().compile_s - compile_before;
-    if (step == 0) {
+    if (step == first_step) {
       result.startup_s = Since(start);
       const Metrics m = metrics();
       out << fmt::format("startup: {:.2f} s to the first step ({} compiled, {} from the disk cache, {} passes run)\n",
@@ -324,20 +436,49 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
     }
     prev_loss = loss;
     prev = StepLog{step, 0, lr, 0, 0, compile_s};
+    done = step + 1;
+    if (signals.signal() != 0) break;
+    if (done < last_step) save(done, false);
   }
-  prev.loss = prev_loss.item();
-  prev.step_s = Since(last_done);
-  prev.tokens_per_s = tokens_per_step / prev.step_s;
-  log(prev);
+  if (prev_loss.defined()) {
+    prev.loss = prev_loss.item();
+    prev.step_s = Since(last_done);
+    prev.tokens_per_s = tokens_per_step / prev.step_s;
+    log(prev);
+  } else {
+    out << fmt::format("nothing to train: the run is at step {} and ends at step {}\n", first_step, last_step);
+  }
   if (bar) std::cerr << "\n";
+  if (prev_loss.defined()) save(done, true);
+  if (ckpt && result.last_checkpoint >= 0) {
+    out << fmt::format("checkpoint: step {} committed in {}", result.last_checkpoint, o.checkpoint_dir);
+    if (!result.save_block_s.empty()) {
+      double sum = 0;
+      for (double s : result.save_block_s) sum += s;
+      // The max includes waiting for an earlier save still being written (ManagerOptions::max_pending).
+      out << fmt::format("; {} background saves blocked the loop {:.3f} s each on average (min {:.3f}, max {:.3f})",
+                         result.save_block_s.size(), sum / static_cast<double>(result.save_block_s.size()),
+                         *std::min_element(result.save_block_s.begin(), result.save_block_s.end()),
+                         *std::max_element(result.save_block_s.begin(), result.save_block_s.end()));
+    }
+    if (result.final_save_s > 0) out << fmt::format("; the final save took {:.3f} s to commit", result.final_save_s);
+    out << "\n";
+  }
+  if (const int sig = signals.signal()) {
+    result.stopped_by_signal = sig;
+    out << fmt::format("stopped by {} after step {}; continue with --resume\n", SignalName(sig), done - 1)
+        << std::flush;
+    return result;
+  }
   if (!mesh && flags::replay() && !compiled_step.why_traced().empty())
     out << fmt::format("train_step was traced on every call: {}\n", compiled_step.why_traced());
-  if (!std::isfinite(prev.loss))
+  if (prev_loss.defined() && !std::isfinite(prev.loss))
     Fail("the loss became {} at step {}: lower --lr or set --grad-clip", prev.loss, prev.step);
 
   if (!o.save.empty()) {
-    nn::save_safetensors(model->state_dict(), o.save);
-    out << "saved the weights to " << o.save << "\n";
+    const std::string config_json = nn::SaveGPT2(*model, o.save);
+    out << fmt::format("saved the weights to {} (the model's config in its metadata and in {})\n", o.save,
+                       config_json);
   }
   if (o.samples > 0) {
     // Prompt: the first line start of the data (a few tokens).

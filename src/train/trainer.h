@@ -41,6 +41,15 @@ struct TrainOptions {
   // the mesh, "fsdp=4,tp=2" over the axes dp, fsdp, tp (empty: every device on dp).
   int64_t devices = 0;
   std::string mesh;
+  // Checkpoints (docs/checkpoint.md, "Training checkpoints"): the directory, a save every N steps
+  // (0: only the final one), how many to keep (0: all), and whether to continue from the newest
+  // committed step. `stop_at` (0: --steps) ends the run after that global step, as a preemption
+  // would: the schedule still spans --steps, so a resumed run continues the same curve.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int64_t keep = 0;
+  bool resume = false;
+  int64_t stop_at = 0;
 };
 
 struct StepLog {
@@ -59,8 +68,17 @@ struct TrainResult {
   // The warm-cache figure of docs/cache.md.
   double startup_s = 0;
   std::vector<std::string> samples;
+  int64_t first_step = 0;       // the global step the run started at (after --resume)
+  int stopped_by_signal = 0;    // SIGINT or SIGTERM when one ended the run (after its save)
+  int64_t last_checkpoint = -1; // the step of the run's last committed checkpoint, or -1
+  std::vector<double> save_block_s;  // per background save: seconds save_async blocked the loop
+  double final_save_s = 0;           // the final (synchronous) save: copy, write and commit
 };
 
+// The step of a run that continues from (or is saved to) a checkpoint directory is global:
+// --steps counts from step 0, so a resumed run stops where the uninterrupted one would, and its
+// log rows carry their global step numbers.
+//
 // Validates the options (throws axle::Error naming the flag), loads the model and the data
 // (clear errors for a missing file, a config/weights mismatch, a token id >= vocab_size), trains,
 // and prints the log (and samples) to `out`.
