@@ -21,6 +21,28 @@ enum class VectorIsa {
   kAvx512,   // 512-bit vectors (AVX-512 F/BW/DQ/VL)
 };
 
+// The CPU schedule's thresholds (src/backends/cpu), each measured where its Note says: the same
+// for the host and every parsed target today. They are the target's rather than file constants so
+// that a schedule is a function of the target alone, and a test can ask for another.
+struct CpuScheduleParams {
+  // Note [Products side by side] (pairs.cc): products of at least this many multiply-adds, with
+  // results of at most this many elements, may run side by side on a two-thread target.
+  int64_t pair_min_macs = int64_t{1} << 20;
+  int64_t pair_max_result_elements = int64_t{1} << 21;  // 8 MB of f32
+  // Note [Kernels beside a pair]: at most max_fillers kernels reading at most
+  // filler_max_elements elements join a pair's pool call; reductions of at most
+  // tiny_result_elements results move up to the first pair after their inputs.
+  int max_fillers = 8;
+  int64_t filler_max_elements = int64_t{1} << 18;  // 1 MB of f32
+  int64_t tiny_result_elements = 64;
+  int max_followers = 8;  // Note [Followers of a pair]
+  // Note [Independent kernels as one loop] (groups.cc): the most pieces a group is cut into (a
+  // pool call's chunk numbers are 16 bits).
+  int64_t group_max_pieces = 4096;
+
+  bool operator==(const CpuScheduleParams&) const = default;
+};
+
 struct Target {
   // "cpu" today; "cuda" joins it with the CUDA backend.
   std::string kind = "cpu";
@@ -32,6 +54,7 @@ struct Target {
   int64_t l1d_bytes = 0;
   int64_t l2_bytes = 0;
   int64_t l3_bytes = 0;
+  CpuScheduleParams cpu;
 
   // This machine: hardware threads (at least 1, at most 64, as the runtime's pool is sized), the
   // ISA extensions the CPU reports, the cache sizes the C library reports. Detected once.

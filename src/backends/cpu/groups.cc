@@ -41,9 +41,6 @@ bool ReadsAnyOf(const Step& st, const std::unordered_set<int>& slots) {
   return std::any_of(st.operands.begin(), st.operands.end(), [&](int s) { return slots.count(s) > 0; });
 }
 
-// Pieces a group may be cut into at most (a pool call's chunk numbers are 16 bits).
-constexpr int64_t kMaxPieces = 4096;
-
 }  // namespace
 
 void CpuExecutable::MarkGroups(std::vector<Step>& steps) const {
@@ -78,7 +75,7 @@ void CpuExecutable::MarkGroups(std::vector<Step>& steps) const {
       for (size_t i = k; i < j; ++i) {
         const GeneratedKernel& g = *steps[i].generated;
         const int64_t chunk = g.min_chunk > 0 ? g.min_chunk : kParallelElements;
-        const int64_t grain = std::max({int64_t{1}, chunk / 2, (total + kMaxPieces - 1) / kMaxPieces});
+        const int64_t grain = std::max({int64_t{1}, chunk / 2, (total + target_.cpu.group_max_pieces - 1) / target_.cpu.group_max_pieces});
         for (int64_t b = 0; b < g.elements; b += grain)
           steps[k].group_pieces.push_back({static_cast<int>(i - k), b, std::min(g.elements, b + grain)});
       }

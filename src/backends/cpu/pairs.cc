@@ -20,17 +20,14 @@ namespace axle::runtime::internal {
 // each pack their panels again, and the caller waits for the slower half; run side by side, one
 // whole product per thread, neither happens (GPT-2 small's MLP pair, hot, in a C harness on
 // MKL: 730-940 us split against 600-610 side by side). So with a pool of two threads, two
-// consecutive products of at least kPairMacs multiply-adds each, within 2x of each other, of
+// consecutive products of at least pair_min_macs multiply-adds (passes::CpuScheduleParams) each, within 2x of each other, of
 // which the second does not read the first and each of whose results is at most
-// kPairResultElements (a larger C is better cut into tiles, Note [Product tiles] in dot.cc:
+// pair_max_result_elements (a larger C is better cut into tiles, Note [Product tiles] in dot.cc:
 // GPT-2 124M's LM head weight gradient is 38.6M), run as one pool call of two items, each product one
 // BLAS call per batch item on its thread (cpu::ProductsOnOneThread). A pair is fixed when the
 // executable is built and each product is computed by the same calls whichever thread (or, when
 // the pool is crowded, the caller alone) runs it, so the bits do not depend on the schedule.
 namespace {
-
-constexpr int64_t kPairMacs = int64_t{1} << 20;
-constexpr int64_t kPairResultElements = int64_t{1} << 21;  // 8 MB of f32
 
 int64_t ProductMacs(const Node& n) {
   const auto& d = n.attrs_as<ir::DotGeneralAttrs>();
@@ -43,10 +40,11 @@ int64_t ProductMacs(const Node& n) {
 
 bool Pairable(const Step& a, const Step& b, const passes::Target& target) {
   if (target.threads != 2) return false;
-  auto product = [](const Step& st) {
+  auto product = [&](const Step& st) {
     return st.kind == Step::kKernel && !st.in_chain && st.kernel.fn && !st.kernel.in_place &&
            st.node->op() == OpKind::kDotGeneral && st.into == nullptr &&
-           ProductMacs(*st.node) >= kPairMacs && st.node->result()->shape().NumElements() <= kPairResultElements;
+           ProductMacs(*st.node) >= target.cpu.pair_min_macs &&
+           st.node->result()->shape().NumElements() <= target.cpu.pair_max_result_elements;
   };
   if (!product(a) || !product(b)) return false;
   const int64_t ma = ProductMacs(*a.node), mb = ProductMacs(*b.node);
@@ -73,12 +71,12 @@ namespace {
 // it, and, in the schedule's last place, the global gradient norm's per-parameter sums of squares,
 // tiny full reductions that ran one after the other on one thread (27 of them, ~0.25 ms of a
 // GPT-2 small step's tail). So HoistBesidePairs moves such steps next to a pair: filler-sized
-// steps (generated kernels reading at most kFillerElements elements) between the previous pair
+// steps (generated kernels reading at most filler_max_elements elements) between the previous pair
 // and a pair that neither product, nor any step staying in between, reads go down to just after
 // it (at first only the ones right before the pair moved; the final layer norm's weight and bias
 // gradients sat behind its backward rows, which the next pair reads, and ran split after that
 // pair while one thread had waited ~40 us at its end), and each tiny reduction goes up to just
-// after the first pair that starts after its inputs exist. Then up to kMaxFillers of the steps
+// after the first pair that starts after its inputs exist. Then up to max_fillers of the steps
 // right after a pair that read neither product nor one another's results join the pair's pool
 // call as whole items: the thread that finishes its product first takes the next one. GPT-2
 // small: 30 kernels a step beside its 13 pairs (26 sums of squares, the QKV bias gradients and
@@ -87,35 +85,31 @@ namespace {
 // down lengthens its inputs' lives by a pair. A filler never writes in place (a product may still
 // read its input). Every kernel computes the same values whichever thread runs it and however it
 // is cut (Note [Pool chunks], thread_pool.h), so the bits do not depend on who took what.
-constexpr int kMaxFillers = 8;
-constexpr int64_t kFillerElements = int64_t{1} << 18;  // 1 MB of f32 read
-constexpr int64_t kTinyResultElements = 64;
 
 // Note [Followers of a pair]
 // The backward pass's path runs through a pair's input gradient dx: the steps after a pair (the
 // layer norm's backward rows, the bias gradients' column sums) read dx and not the weight
 // gradient dw, which only the optimizer reads, at the end. Yet they waited for dw too: on a Zen 1
 // host dw (A transposed, OpenBLAS) took 1.9-2.2 ms against dx's 1.8-1.9 (oneDNN), and the thread
-// that ran dx sat idle ~1.7 ms a GPT-2 small step at the pairs' ends. So up to kMaxFollowers
+// that ran dx sat idle ~1.7 ms a GPT-2 small step at the pairs' ends. So up to max_followers
 // filler-sized steps after a pair's fillers that read neither dw nor a filler's result are the
 // pair's followers: the thread that ran dx runs them, each whole and in order, for as long as dw
 // is still running, and the steps it did not reach run after the pool call as usual (split).
 // Their outputs are bound before the call and never in place, like the fillers'. Whoever runs a
 // follower and however it is cut, it computes the same values (Note [Pool chunks]), so the bits
 // do not depend on how far the thread got.
-constexpr int kMaxFollowers = 8;
 
-bool IsFillerKind(const Step& st, const std::vector<int64_t>& slot_bytes) {
+bool IsFillerKind(const Step& st, const std::vector<int64_t>& slot_bytes, const passes::CpuScheduleParams& p) {
   if (st.kind != Step::kGenerated || st.in_chain || st.generated->is_copy || st.generated->fn == nullptr) return false;
   int64_t bytes = 0;
   for (int s : st.operands) bytes += slot_bytes[static_cast<size_t>(s)];
-  return bytes <= kFillerElements * 4;
+  return bytes <= p.filler_max_elements * 4;
 }
 
-bool IsTinyReduction(const Step& st) {
+bool IsTinyReduction(const Step& st, const passes::CpuScheduleParams& p) {
   if (st.kind != Step::kGenerated || st.in_chain || st.generated->is_copy) return false;
   for (const ir::Value* v : st.generated->outputs)
-    if (v->type().NumElements() > kTinyResultElements) return false;
+    if (v->type().NumElements() > p.tiny_result_elements) return false;
   return st.generated->reduction;
 }
 
@@ -147,12 +141,12 @@ bool CpuExecutable::HoistBesidePairs(std::vector<Step>& steps) const {
     std::vector<size_t> run;
     for (size_t c = a; c-- > 0;) {
       const Step& st = steps[c];
-      if (moves[c] || st.pair_next || is_end[c] || run.size() >= kMaxFillers) break;
+      if (moves[c] || st.pair_next || is_end[c] || run.size() >= static_cast<size_t>(target_.cpu.max_fillers)) break;
       const bool read = std::any_of(st.results.begin(), st.results.end(), [&](int s) {
         return std::find(readers.begin(), readers.end(), s) != readers.end();
       });
       readers.insert(readers.end(), st.operands.begin(), st.operands.end());
-      if (!read && IsFillerKind(st, slot_bytes_)) run.push_back(c);
+      if (!read && IsFillerKind(st, slot_bytes_, target_.cpu)) run.push_back(c);
     }
     for (size_t i = run.size(); i-- > 0;) {
       after[end].push_back(run[i]);
@@ -166,7 +160,7 @@ bool CpuExecutable::HoistBesidePairs(std::vector<Step>& steps) const {
   // Up: after the first pair whose first product comes after the inputs (end - 1 > ready).
   bool any = std::any_of(moves.begin(), moves.end(), [](bool m) { return m; });
   for (size_t p = 0; p < n; ++p) {
-    if (moves[p] || !IsTinyReduction(steps[p])) continue;
+    if (moves[p] || !IsTinyReduction(steps[p], target_.cpu)) continue;
     int64_t ready = -1;
     for (int s : steps[p].operands) ready = std::max(ready, producer[static_cast<size_t>(s)]);
     auto it = std::upper_bound(pair_ends.begin(), pair_ends.end(), static_cast<size_t>(ready + 1));
@@ -199,7 +193,7 @@ void CpuExecutable::MarkBesidePairs(std::vector<Step>& steps) const {
     auto mark = [&](int& count, int most, bool filler) {
       for (; j < steps.size() && count < most; ++j) {
         const Step& f = steps[j];
-        if (f.pair_next || !IsFillerKind(f, slot_bytes_)) break;
+        if (f.pair_next || !IsFillerKind(f, slot_bytes_, target_.cpu)) break;
         const bool reads = std::any_of(f.operands.begin(), f.operands.end(), [&](int s) {
           return std::find(unready.begin(), unready.end(), s) != unready.end() ||
                  (filler && std::find(a.results.begin(), a.results.end(), s) != a.results.end());
@@ -209,8 +203,8 @@ void CpuExecutable::MarkBesidePairs(std::vector<Step>& steps) const {
         ++count;
       }
     };
-    mark(a.fillers, kMaxFillers, /*filler=*/true);
-    mark(a.followers, kMaxFollowers, /*filler=*/false);
+    mark(a.fillers, target_.cpu.max_fillers, /*filler=*/true);
+    mark(a.followers, target_.cpu.max_followers, /*filler=*/false);
     k = j - 1;
   }
 }
