@@ -71,12 +71,12 @@ run() {  # run NAME ARGS...: runs ARGS, its output in $TMP/NAME.out, shown on a 
   }
 }
 
-# Byte tokens of a fixed text (the tiny preset's vocabulary is 256): this file's own bytes would
-# change with it, so the README of the commit under test is used; both sides read the same file.
+# Byte tokens (the tiny preset's vocabulary is 256) of a text at hand: the repository's README,
+# copied, so that both sides read the same bytes.
 DATA="$TMP/data.txt"
 cp "$ROOT/README.md" "$DATA"
-# A tiny GPT-2 (2 layers, 64 wide, 4 heads), batch 4 x 32, a learning rate high enough that the
-# weights move far from their init in a few steps.
+# By default a tiny GPT-2 (2 layers, 64 wide, 4 heads), batch 4 x 32; a learning rate high enough
+# that the weights move far from their init in a few steps.
 ARGS=(--data "$DATA" --batch "$BATCH" --seq "$SEQ" --lr 1e-2 --warmup 0 --schedule constant
       --dropout 0 --samples 0 --no-progress)
 
@@ -86,12 +86,12 @@ run export "$AXLE" export --checkpoint "$TMP/ck" --step "$STEPS" --out "$TMP/hf"
 # save_pretrained shards above its max_shard_size: 2/5 of the model's bytes gives 3 files.
 run export_sharded "$AXLE" export --checkpoint "$TMP/ck" --step "$STEPS" --out "$TMP/hf_sharded" \
   --max-shard-size "$(( $(stat -c %s "$TMP/hf/model.safetensors") * 2 / 5 ))"
-run resume "$AXLE" train --config "$CONFIG" "${ARGS[@]}" --steps "$((STEPS + 1))" --checkpoint-dir "$TMP/ck" --resume \
-  --log-json "$TMP/resume.jsonl"
+run resume "$AXLE" train --config "$CONFIG" "${ARGS[@]}" --steps "$((STEPS + 1))" --checkpoint-dir "$TMP/ck" \
+  --resume --log-json "$TMP/resume.jsonl"
 run init "$AXLE" train "${ARGS[@]}" --init "$TMP/hf" --steps 1 --log-json "$TMP/init.jsonl"
 
-"$PYTHON" - "$ROOT/scripts" "$TMP/hf" "$TMP/hf_sharded" "$DATA" "$TMP/resume.jsonl" "$TMP/init.jsonl" "$STEPS" "$TOL" \
-  "$BATCH" "$SEQ" <<'EOF'
+"$PYTHON" - "$ROOT/scripts" "$TMP/hf" "$TMP/hf_sharded" "$DATA" "$TMP/resume.jsonl" "$TMP/init.jsonl" \
+  "$STEPS" "$TOL" "$BATCH" "$SEQ" <<'EOF'
 import json, sys
 
 scripts, hf_dir, hf_sharded_dir, data, resume_log, init_log, steps, tol, B, T = sys.argv[1:]
