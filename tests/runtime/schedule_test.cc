@@ -103,18 +103,20 @@ TEST(ScheduleTest, TheDescribedScheduleIsTheExecutablesOwn) {
 }
 
 // The planner's thresholds are the target's (passes::CpuScheduleParams), not file constants: a
-// target that asks for larger products pairs none, and one without groups' pieces to spare cuts
-// the group into fewer.
+// target that asks for larger products pairs none, and one that allows a group 2 pieces' worth of
+// grain cuts its 40000 + 4096 elements into 3 pieces instead of 4.
 TEST(ScheduleTest, TheTargetsThresholdsDecide) {
   const std::string file = kDir + "/pairs_and_chains.axir";
   auto m = ir::ParseModule(ReadFile(file), file);
   passes::Target target = passes::Target::Parse("cpu-2t");
-  EXPECT_NE(DescribeCompiledStages(*m, target, true).schedule.find("2 products paired"), std::string::npos);
+  const std::string before = DescribeCompiledStages(*m, target, true).schedule;
+  EXPECT_NE(before.find("2 products paired"), std::string::npos) << before;
+  EXPECT_NE(before.find("group of 2 in 4 pieces"), std::string::npos) << before;
   target.cpu.pair_min_macs = int64_t{1} << 40;
   target.cpu.group_max_pieces = 2;
   const std::string schedule = DescribeCompiledStages(*m, target, true).schedule;
   EXPECT_NE(schedule.find("0 products paired"), std::string::npos) << schedule;
-  EXPECT_NE(schedule.find("group of 2 in 2 pieces"), std::string::npos) << schedule;
+  EXPECT_NE(schedule.find("group of 2 in 3 pieces"), std::string::npos) << schedule;
 }
 
 TEST(TargetTest, ParsesItsTextForms) {
