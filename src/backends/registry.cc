@@ -5,9 +5,9 @@
 
 #include <algorithm>
 
-#include "core/error.h"
 #include "backends/cpu/compiled_backend.h"
 #include "backends/cpu/executor.h"
+#include "core/error.h"
 
 namespace axle::runtime {
 namespace {

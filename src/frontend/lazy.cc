@@ -1,8 +1,8 @@
 // The lazy runtime: the trace, sync() (graph cut, executable cache, launch), the execution
 // thread and recompilation reports (the metrics are in metrics.cc). See lazy.h for the model.
 #include "frontend/lazy.h"
-#include "frontend/sharded_step.h"
 #include "frontend/ops_internal.h"
+#include "frontend/sharded_step.h"
 
 #include <pthread.h>
 
@@ -15,8 +15,8 @@
 #include <map>
 #include <thread>
 
-#include "backends/registry.h"
 #include "axle/metrics.h"
+#include "backends/registry.h"
 #include "core/flags.h"
 #include "ir/hash.h"
 #include "ir/verifier.h"

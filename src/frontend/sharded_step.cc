@@ -7,8 +7,8 @@
 #include <mutex>
 
 #include "core/flags.h"
-#include "ir/hash.h"
 #include "frontend/lazy.h"
+#include "ir/hash.h"
 #include "ir/printer.h"
 #include "passes/pipeline.h"
 #include "spmd/passes.h"

@@ -7,8 +7,8 @@
 #include <map>
 #include <memory>
 
-#include "core/flags.h"
 #include "backends/registry.h"
+#include "core/flags.h"
 #include "runtime/devices.h"
 #include "testing/module_batch.h"
 

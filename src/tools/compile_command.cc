@@ -9,9 +9,9 @@
 
 #include <fmt/format.h>
 
+#include "backends/cpu/compiled_backend.h"
 #include "core/flags.h"
 #include "passes/target.h"
-#include "backends/cpu/compiled_backend.h"
 #include "tools/commands.h"
 
 namespace axle::tools {

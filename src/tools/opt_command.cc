@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <fstream>
 
-#include "ir/printer.h"
 #include "core/flags.h"
+#include "ir/printer.h"
 #include "passes/pass.h"
 #include "passes/pipeline.h"
 #include "tools/commands.h"

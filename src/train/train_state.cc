@@ -5,9 +5,9 @@
 
 #include <map>
 
+#include "axle/optim.h"
 #include "axle/tensor.h"
 #include "core/error.h"
-#include "axle/optim.h"
 
 namespace axle::train {
 

@@ -22,13 +22,13 @@
 #include "axle/nn.h"
 #include "axle/optim.h"
 #include "axle/tensor.h"
+#include "backends/cpu/blas.h"
 #include "core/error.h"
 #include "core/flags.h"
 #include "frontend/sharded_step.h"
-#include "backends/cpu/blas.h"
-#include "train/parallel.h"
 #include "train/corpus.h"
 #include "train/data.h"
+#include "train/parallel.h"
 #include "train/train_state.h"
 
 namespace axle::train {

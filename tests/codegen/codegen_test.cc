@@ -19,24 +19,24 @@
 
 #include <fmt/format.h>
 
+#include "../runtime/runtime_test_util.h"
 #include "autodiff/vjp.h"
-#include "core/flags.h"
+#include "backends/cpu/compiled_backend.h"
 #include "backends/cpu/emit_cpp.h"
-#include "codegen/fusion.h"
 #include "backends/cpu/jit.h"
+#include "backends/registry.h"
+#include "codegen/fusion.h"
+#include "core/flags.h"
 #include "ir/builder.h"
 #include "ir/hash.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "passes/pass.h"
-#include "backends/registry.h"
-#include "backends/cpu/compiled_backend.h"
+#include "random_ops.h"
 #include "runtime/disk_cache.h"
 #include "runtime/thread_pool.h"
-#include "../runtime/runtime_test_util.h"
-#include "random_ops.h"
-#include "testing/random_module.h"
 #include "testing/models.h"
+#include "testing/random_module.h"
 
 namespace axle {
 namespace {

@@ -23,15 +23,15 @@
 #include <unordered_map>
 #include <vector>
 
+#include "../runtime/runtime_test_util.h"
+#include "backends/cpu/compiled_backend.h"
 #include "backends/cpu/jit.h"
+#include "backends/registry.h"
 #include "core/flags.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
-#include "backends/registry.h"
-#include "backends/cpu/compiled_backend.h"
-#include "../runtime/runtime_test_util.h"
 #include "random_ops.h"
 #include "testing/module_batch.h"
 #include "testing/random_module.h"

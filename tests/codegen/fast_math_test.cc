@@ -22,14 +22,14 @@
 #include <string>
 #include <vector>
 
+#include "../runtime/runtime_test_util.h"
+#include "backends/cpu/compiled_backend.h"
 #include "backends/cpu/emit_cpp.h"
-#include "codegen/fusion.h"
 #include "backends/cpu/jit.h"
+#include "codegen/fusion.h"
 #include "core/flags.h"
 #include "ir/builder.h"
 #include "runtime/backend.h"
-#include "backends/cpu/compiled_backend.h"
-#include "../runtime/runtime_test_util.h"
 
 namespace axle {
 namespace {

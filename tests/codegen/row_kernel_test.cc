@@ -7,15 +7,15 @@
 #include <cmath>
 #include <random>
 
+#include "../runtime/runtime_test_util.h"
 #include "autodiff/vjp.h"
 #include "backends/cpu/emit_cpp.h"
+#include "backends/registry.h"
 #include "codegen/fusion.h"
 #include "core/flags.h"
 #include "ir/builder.h"
 #include "ir/printer.h"
 #include "passes/pass.h"
-#include "backends/registry.h"
-#include "../runtime/runtime_test_util.h"
 
 namespace axle {
 namespace {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/compiled_backend.h"
 #include "backends/registry.h"
 #include "core/flags.h"
 #include "ir/builder.h"
@@ -18,7 +19,6 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "runtime/collectives.h"
-#include "backends/cpu/compiled_backend.h"
 #include "runtime/devices.h"
 #include "runtime/thread_pool.h"
 #include "runtime_test_util.h"

@@ -9,10 +9,10 @@
 
 #include <fmt/format.h>
 
+#include "backends/cpu/compiled_backend.h"
+#include "backends/registry.h"
 #include "core/flags.h"
 #include "ir/parser.h"
-#include "backends/registry.h"
-#include "backends/cpu/compiled_backend.h"
 #include "runtime/thread_pool.h"
 #include "runtime_test_util.h"
 

@@ -19,12 +19,12 @@
 #include <utility>
 
 #include "autodiff/vjp.h"
+#include "backends/cpu/blas.h"
+#include "backends/cpu/kernels.h"
+#include "backends/registry.h"
 #include "core/flags.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
-#include "backends/registry.h"
-#include "backends/cpu/blas.h"
-#include "backends/cpu/kernels.h"
 #include "runtime_test_util.h"
 #include "testing/models.h"
 

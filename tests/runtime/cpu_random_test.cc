@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "backends/cpu/kernels.h"
+#include "backends/registry.h"
 #include "ir/builder.h"
 #include "ir/printer.h"
-#include "backends/registry.h"
-#include "backends/cpu/kernels.h"
 #include "runtime_test_util.h"
 #include "testing/random_module.h"
 

@@ -11,10 +11,10 @@
 #include <string>
 #include <thread>
 
+#include "backends/cpu/compiled_backend.h"
 #include "core/flags.h"
 #include "ir/parser.h"
 #include "runtime/backend.h"
-#include "backends/cpu/compiled_backend.h"
 #include "runtime/thread_pool.h"
 
 namespace axle::runtime::profile {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/registry.h"
 #include "core/flags.h"
 #include "ir/literal.h"
-#include "backends/registry.h"
 
 namespace axle::runtime::testutil {
 

@@ -17,9 +17,9 @@
 #include <regex>
 #include <sstream>
 
+#include "backends/cpu/compiled_backend.h"
 #include "ir/parser.h"
 #include "passes/target.h"
-#include "backends/cpu/compiled_backend.h"
 #include "runtime/thread_pool.h"
 #include "testing/filecheck.h"
 #include "testing/text_test.h"

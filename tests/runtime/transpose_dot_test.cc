@@ -15,12 +15,12 @@
 #include <numeric>
 #include <random>
 
+#include "backends/cpu/kernels.h"
+#include "backends/registry.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
 #include "ir/printer.h"
 #include "passes/pass.h"
-#include "backends/registry.h"
-#include "backends/cpu/kernels.h"
 #include "runtime/thread_pool.h"
 #include "runtime_test_util.h"
 

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "axle/nn.h"
-#include "train/data.h"
 #include "run_axle.h"
+#include "train/data.h"
 
 namespace axle {
 namespace {

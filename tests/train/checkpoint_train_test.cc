@@ -10,10 +10,10 @@
 #include <sstream>
 
 #include "axle/checkpoint.h"
+#include "axle/nn.h"
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
 #include "core/flags.h"
-#include "axle/nn.h"
 #include "train/export.h"
 #include "train/trainer.h"
 

@@ -10,9 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "backends/cpu/executor_internal.h"
 #include "core/flags.h"
 #include "ir/interpreter.h"
-#include "backends/cpu/executor_internal.h"
 #include "runtime/profile.h"
 #include "runtime/thread_pool.h"
 

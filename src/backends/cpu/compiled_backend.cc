@@ -24,17 +24,17 @@
 #include <unordered_map>
 
 #include "backends/cpu/emit_cpp.h"
-#include "codegen/fusion.h"
+#include "backends/cpu/executor.h"
 #include "backends/cpu/jit.h"
+#include "backends/cpu/kernels.h"
+#include "codegen/fusion.h"
 #include "core/flags.h"
 #include "ir/hash.h"
 #include "ir/interpreter.h"
 #include "ir/parser.h"
-#include "ir/verifier.h"
 #include "ir/printer.h"
+#include "ir/verifier.h"
 #include "passes/pipeline.h"
-#include "backends/cpu/executor.h"
-#include "backends/cpu/kernels.h"
 #include "runtime/profile.h"
 #include "runtime/thread_pool.h"
 

@@ -22,10 +22,10 @@
 #include <xmmintrin.h>
 #endif
 
-#include "core/flags.h"
-#include "ir/shape_inference.h"
 #include "backends/cpu/blas.h"
 #include "backends/cpu/kernels.h"
+#include "core/flags.h"
+#include "ir/shape_inference.h"
 #include "runtime/thread_pool.h"
 
 namespace axle::runtime::cpu {

@@ -48,10 +48,10 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "ir/interpreter.h"
-#include "runtime/collectives.h"
 #include "backends/cpu/executor_internal.h"
 #include "backends/cpu/kernels.h"
+#include "ir/interpreter.h"
+#include "runtime/collectives.h"
 #include "runtime/profile.h"
 #include "runtime/thread_pool.h"
 

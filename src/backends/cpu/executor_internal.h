@@ -12,12 +12,12 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/cpu/executor.h"
+#include "backends/cpu/kernels.h"
 #include "core/error.h"
 #include "ir/literal.h"
 #include "ir/module.h"
 #include "passes/target.h"
-#include "backends/cpu/executor.h"
-#include "backends/cpu/kernels.h"
 
 namespace axle::runtime::internal {
 

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "core/half.h"
 #include "backends/cpu/kernels.h"
+#include "core/half.h"
 #include "runtime/thread_pool.h"
 
 namespace axle::runtime::cpu {

@@ -3,8 +3,8 @@
 // straight into the result and split over the thread pool (blocks are independent).
 #include <algorithm>
 
-#include "ir/philox.h"
 #include "backends/cpu/kernels.h"
+#include "ir/philox.h"
 #include "runtime/thread_pool.h"
 
 namespace axle::runtime::cpu {

@@ -7,8 +7,8 @@
 #include <cstring>
 #include <exception>
 
-#include "ir/interpreter.h"
 #include "backends/cpu/executor_internal.h"
+#include "ir/interpreter.h"
 #include "runtime/profile.h"
 #include "runtime/thread_pool.h"
 

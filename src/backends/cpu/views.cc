@@ -5,8 +5,8 @@
 #include <optional>
 #include <unordered_map>
 
-#include "core/flags.h"
 #include "backends/cpu/executor_internal.h"
+#include "core/flags.h"
 
 namespace axle::runtime::internal {
 
