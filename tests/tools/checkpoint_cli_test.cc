@@ -66,7 +66,10 @@ class CheckpointCliTest : public ::testing::Test {
   fs::path dir_;
 };
 
-const char* kJob = "train --steps 400 --batch 4 --seq 32 --backend cpu --samples 0 --no-progress --dropout 0.1";
+// A job that never ends on its own: every run of these tests is stopped (by a signal, or by
+// --stop-at). With --steps 400, twenty kill-and-resume rounds on a fast machine reached step 400,
+// and the last rounds' runs ended before logging the 3 steps the test waits for.
+const char* kJob = "train --steps 1000000 --batch 4 --seq 32 --backend cpu --samples 0 --no-progress --dropout 0.1";
 
 TEST_F(CheckpointCliTest, SigtermSavesCommitsAndExits) {
   const std::string ckpt = Path("ckpt"), rows = Path("rows.jsonl");
