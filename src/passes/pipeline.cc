@@ -70,12 +70,6 @@ Pipeline Pipeline::Through(std::string_view stage) const {
   Fail("the pipeline has no stage '{}':\n{}", stage, ToString());
 }
 
-Pipeline Pipeline::After(std::string_view stage) const {
-  for (size_t s = 0; s < stages_.size(); ++s)
-    if (stages_[s].name == stage) return Pipeline({stages_.begin() + static_cast<ptrdiff_t>(s) + 1, stages_.end()});
-  Fail("the pipeline has no stage '{}':\n{}", stage, ToString());
-}
-
 std::string Pipeline::ToString() const {
   std::string out;
   for (const PipelineStage& s : stages_) {

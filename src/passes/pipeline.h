@@ -58,10 +58,9 @@ class Pipeline {
   // the pass).
   bool Run(ir::Module& module, const StageObserver& observer = {}) const;
 
-  // The stages up to and including the first one named `stage` / the stages after it (throws
-  // when there is none): the sharded step runs the global part, the backend the per-device part.
+  // The stages up to and including the first one named `stage` (throws when there is none): the
+  // sharded step runs the pipeline through `partition`, the backend the per-device stages.
   Pipeline Through(std::string_view stage) const;
-  Pipeline After(std::string_view stage) const;
 
   // One line a stage: "simplify x8: simplify, dot-transpose-fold, fold, cse, dce".
   std::string ToString() const;

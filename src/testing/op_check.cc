@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
 #include <map>
 #include <memory>
 
+#include "backends/cpu/emit_cpp.h"
 #include "backends/registry.h"
 #include "core/flags.h"
 #include "runtime/devices.h"
@@ -95,17 +97,7 @@ int64_t ExtraUlps(const std::string& backend, bool fast_math, const OpSample& sa
     return std::any_of(r.begin(), r.end(), [](const Literal& l) { return l.dtype() == DType::kF32; });
   });
   if (!f32) return 0;
-  switch (sample.op) {
-    case OpKind::kExp:
-    case OpKind::kLog:
-    case OpKind::kSin:
-    case OpKind::kCos: return 1;
-    case OpKind::kLog1p: return 2;
-    case OpKind::kLogistic: return 3;
-    case OpKind::kTanh: return 5;
-    case OpKind::kErf: return 8;
-    default: return 0;
-  }
+  return static_cast<int64_t>(std::ceil(codegen::FastMathUlpBound(sample.op)));
 }
 
 OpCheckReport CheckOpSamples(const std::string& backend_name) {

@@ -27,9 +27,9 @@ struct OpCheckReport {
   int failures() const;
 };
 
-// The extra ulps a backend may be off by on `sample` beyond the sample's own: the compiled
-// backend's fast-math f32 functions (exp 1, log 1, log1p 2, logistic 3, tanh 5, erf 8, sin/cos 1:
-// the bounds docs/compiler.md lists and tests/codegen/fast_math_test.cc measures); 0 elsewhere.
+// The extra ulps a backend may be off by on `sample` beyond the sample's own: for the compiled
+// backend's fast-math f32 functions, codegen::FastMathUlpBound rounded up (exp, log, sin, cos 1,
+// log1p 2, logistic 3, tanh 5, erf 8); 0 elsewhere.
 int64_t ExtraUlps(const std::string& backend, bool fast_math, const ir::samples::OpSample& sample);
 
 // Runs every sample on the backend registered as `backend` ("interpreter", "cpu", "compiled").

@@ -158,11 +158,13 @@ std::unique_ptr<Executable> CompileModule(const ir::Module& module, DiskCache* c
   const std::vector<codegen::Kernel>& kernels = lowered.kernels;
   const codegen::EmittedModule& em = lowered.emitted;
   std::shared_ptr<codegen::JitLibrary> lib;
+  // AXLE_DUMP_DIR: the generated translation unit, the kernel list and the schedule, next to the
+  // passes' dumps.
+  std::string dump_base;
   if (const std::string dir = flags::dump_dir(); !dir.empty()) {
-    // AXLE_DUMP_DIR: the generated translation unit and the kernel list, next to the passes' dumps.
     std::filesystem::create_directories(dir);
-    const std::string base =
-        fmt::format("{}/{}-{}", dir, lowered.module->name(), codegen::JitCacheKey(em.source).substr(3, 12));
+    dump_base = fmt::format("{}/{}-{}", dir, lowered.module->name(), codegen::JitCacheKey(em.source).substr(3, 12));
+    const std::string& base = dump_base;
     std::ofstream(base + ".cc", std::ios::binary) << em.source;
     std::ofstream(base + ".kernels.txt", std::ios::binary) << codegen::DescribeKernels(kernels) << "\n";
   }
@@ -186,10 +188,7 @@ std::unique_ptr<Executable> CompileModule(const ir::Module& module, DiskCache* c
   }
   std::unique_ptr<Executable> exe = Assemble(std::move(lowered), std::move(lib), target);
   exe->set_compile_info(info);
-  if (const std::string dir = flags::dump_dir(); !dir.empty())
-    std::ofstream(fmt::format("{}/{}-{}.schedule.txt", dir, module.name(), codegen::JitCacheKey(em.source).substr(3, 12)),
-                  std::ios::binary)
-        << exe->DescribeSchedule();
+  if (!dump_base.empty()) std::ofstream(dump_base + ".schedule.txt", std::ios::binary) << exe->DescribeSchedule();
   return exe;
 }
 

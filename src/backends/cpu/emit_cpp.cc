@@ -561,4 +561,18 @@ EmittedModule EmitCpp(const std::vector<Kernel>& kernels, const EmitOptions& opt
   return m;
 }
 
+double FastMathUlpBound(ir::OpKind op) {
+  switch (op) {
+    case ir::OpKind::kExp:
+    case ir::OpKind::kLog:
+    case ir::OpKind::kSin:
+    case ir::OpKind::kCos: return 1.0;
+    case ir::OpKind::kLog1p: return 1.5;
+    case ir::OpKind::kLogistic: return 2.5;
+    case ir::OpKind::kTanh: return 5.0;
+    case ir::OpKind::kErf: return 8.0;
+    default: return 0.0;
+  }
+}
+
 }  // namespace axle::codegen

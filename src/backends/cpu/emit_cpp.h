@@ -97,6 +97,12 @@ inline constexpr int64_t kRowsPerBlock = 64;
 inline constexpr int64_t kMaxRowBlocks = 8;
 int64_t ColumnRowBlocks(const Kernel& k, const EmitOptions& options);
 
+// The documented error bound, in ulp of the correctly rounded f32 result, of fast math's
+// approximation of `op` (docs/compiler.md's table, measured by tests/codegen/fast_math_test.cc;
+// `axle test-ops` widens the compiled backend's tolerances by it); 0 for an op fast math computes
+// as exact math does.
+double FastMathUlpBound(ir::OpKind op);
+
 EmittedModule EmitCpp(const std::vector<Kernel>& kernels, const EmitOptions& options = {});
 
 }  // namespace axle::codegen
