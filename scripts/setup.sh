@@ -17,6 +17,7 @@ packages=(
   libgtest-dev                                   # tests
   libfmt-dev nlohmann-json3-dev libxxhash-dev libcli11-dev
   libopenblas-dev                                # BLAS for dot_general on the CPU
+  libgloo-dev                                    # collectives between processes (src/dist)
   libdnnl2                                       # oneDNN's sgemm for its small products (optional, dlopen'ed)
   libtcmalloc-minimal4                           # the axle tool's allocator (optional)
   python3-numpy                                  # golden-value scripts and the example check

@@ -74,6 +74,11 @@ AXLE_FLAGS(AXLE_FLAG_SLOT)
 
 }  // namespace
 
+std::optional<std::string> LauncherVariable(const std::string& name) {
+  if (const char* v = std::getenv(name.c_str())) return std::string(v);
+  return std::nullopt;
+}
+
 std::string DefaultCacheDir() {
   // Not AXLE_* variables, but this file stays the one place that reads the environment.
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/')

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,7 +56,11 @@ std::string DefaultCacheDir();
   X(std::string, dnnl_library, std::string(),                                                \
     "Path of oneDNN's libdnnl.so.N; empty: libdnnl.so.3 or libdnnl.so.2 on the loader's path.") \
   X(int64_t, cpu_devices, int64_t{1},                                                        \
-    "Virtual CPU devices in this process, each with its own thread; a module partitioned for N replicas runs on N of them (replica r = device r).")
+    "Virtual CPU devices in this process, each with its own thread; a module partitioned for N replicas runs on N of them (replica r = device r). With several processes, the devices of each (the run has processes x this many).") \
+  X(int64_t, collective_timeout, int64_t{300},                                               \
+    "Seconds a process waits for another in a collective or at rendezvous before it gives up and names the process it waited for (several processes only).") \
+  X(std::string, rendezvous, std::string(),                                                   \
+    "How the processes of a run find each other: tcp:HOST:PORT (rank 0 serves the store), file:DIR (a directory every process sees); empty: from the launcher's variables (MASTER_ADDR/MASTER_PORT, else a file store for one host).")
 
 #define AXLE_FLAG_DECLARE(type, name, def, help) \
   type name();                                   \
@@ -73,6 +78,11 @@ struct FlagInfo {
 
 // All flags, in declaration order.
 std::vector<FlagInfo> AllFlags();
+
+// A variable of the launcher that started this process (RANK, WORLD_SIZE, MASTER_ADDR,
+// OMPI_COMM_WORLD_RANK, SLURM_PROCID, ...: not Axle's flags, read here so that the environment
+// has one reader); nullopt when unset.
+std::optional<std::string> LauncherVariable(const std::string& name);
 
 // Forgets values read from the environment or set, so the next access reads AXLE_<NAME> again.
 void ResetForTesting();

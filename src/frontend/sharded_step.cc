@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "spmd/passes.h"
 
 #include "runtime/devices.h"
+#include "runtime/world.h"
 #include "spmd/partitioner.h"
 #include "spmd/propagation.h"
 #include "spmd/shard_util.h"
@@ -41,7 +43,8 @@ class ShardedExecutable final : public ShardedStep {
   }
 
   std::vector<std::shared_ptr<ShardedData>> ExecuteSharded(std::vector<Arg> args) override {
-    const auto n = static_cast<size_t>(mesh_.size());
+    // This process's devices: all of the mesh, or its share in a run of several processes.
+    const auto n = static_cast<size_t>(exe_->num_devices()), first = static_cast<size_t>(exe_->first_device());
     if (args.size() != params_.size())
       Fail("sharded step: {} arguments for {} parameters", args.size(), params_.size());
     std::vector<std::vector<runtime::BufferPtr>> per_device(n);
@@ -63,7 +66,7 @@ class ShardedExecutable final : public ShardedStep {
       // A sole reference to the shards lets each device reuse its own (donation).
       const bool sole = data.use_count() == 1;
       for (size_t d = 0; d < n; ++d)
-        per_device[d].push_back(sole ? std::move(data->shards[d]) : data->shards[d]);
+        per_device[d].push_back(sole ? std::move(data->shards[first + d]) : data->shards[first + d]);
     }
     args.clear();
     std::vector<std::vector<runtime::BufferPtr>> out = exe_->Execute(std::move(per_device));
@@ -73,8 +76,9 @@ class ShardedExecutable final : public ShardedStep {
       r->mesh = mesh_;
       r->sharding = results_[j];
       r->global = result_types_[j];
-      for (size_t d = 0; d < n; ++d)
-        r->shards.push_back(results_[j].IsReplicated() ? out[0][j] : std::move(out[d][j]));
+      r->shards.resize(static_cast<size_t>(mesh_.size()));  // other processes' devices: nullptr
+      for (size_t d = 0; d < n; ++d) r->shards[first + d] = std::move(out[d][j]);
+      if (results_[j].IsReplicated()) r->shards.assign(r->shards.size(), r->shards[first]);
       results.push_back(std::move(r));
     }
     std::lock_guard<std::mutex> lock(g_stats_mu);
@@ -115,11 +119,36 @@ class ShardedExecutable final : public ShardedStep {
 }  // namespace
 
 runtime::BufferPtr AssembleShards(const ShardedData& data) {
-  if (data.sharding.IsReplicated()) return data.shards.at(0);
+  if (data.sharding.IsReplicated()) return data.shards.at(static_cast<size_t>(runtime::FirstLocalDevice()));
   std::vector<ir::Literal> shards;
-  for (const auto& b : data.shards) {
-    AXLE_CHECK(b != nullptr, "a sharded value of {} was read after a step took its shards", data.global.ToString());
-    shards.push_back(*b);
+  runtime::World* world = runtime::GetWorld();
+  if (world != nullptr && world->size() > 1) {
+    // Other processes hold the other shards: every process sends its own (each process reads the
+    // same values in the same order: the same program).
+    std::vector<uint8_t> mine;
+    const int64_t first = runtime::FirstLocalDevice(), local = world->local_devices();
+    for (int64_t d = first; d < first + local; ++d) {
+      const auto& b = data.shards.at(static_cast<size_t>(d));
+      AXLE_CHECK(b != nullptr, "a sharded value of {} was read after a step took its shards", data.global.ToString());
+      mine.insert(mine.end(), b->bytes().begin(), b->bytes().end());
+    }
+    const std::vector<std::vector<uint8_t>> all =
+        world->AllGatherBytes(mine, fmt::format("the shards of a {} read whole", data.global.ToString()));
+    const ir::TensorType block = data.shards[static_cast<size_t>(first)]->type();
+    const size_t bytes = static_cast<size_t>(block.ByteSize());
+    for (const std::vector<uint8_t>& from : all) {
+      AXLE_CHECK(from.size() == bytes * static_cast<size_t>(local), "a process sent {} bytes of shards for {}",
+                 from.size(), data.global.ToString());
+      for (int64_t d = 0; d < local; ++d) {
+        shards.push_back(ir::Literal::Uninitialized(block));
+        if (bytes > 0) std::memcpy(shards.back().mutable_bytes().data(), from.data() + bytes * d, bytes);
+      }
+    }
+  } else {
+    for (const auto& b : data.shards) {
+      AXLE_CHECK(b != nullptr, "a sharded value of {} was read after a step took its shards", data.global.ToString());
+      shards.push_back(*b);
+    }
   }
   auto out = std::make_shared<ir::Literal>(spmd::AssembleLiteral(shards, data.sharding, data.mesh, data.global));
   CountHostReshard(static_cast<int64_t>(out->bytes().size()));
@@ -136,8 +165,11 @@ std::shared_ptr<ShardedData> SplitIntoShards(const runtime::BufferPtr& global, c
     data->shards.assign(static_cast<size_t>(mesh.size()), global);
     return data;
   }
+  data->shards.resize(static_cast<size_t>(mesh.size()));  // other processes' devices: nullptr
   for (int64_t d = 0; d < mesh.size(); ++d)
-    data->shards.push_back(std::make_shared<ir::Literal>(spmd::ShardLiteral(*global, data->sharding, mesh, d)));
+    if (runtime::IsLocalDevice(d))
+      data->shards[static_cast<size_t>(d)] =
+          std::make_shared<ir::Literal>(spmd::ShardLiteral(*global, data->sharding, mesh, d));
   CountHostReshard(static_cast<int64_t>(global->bytes().size()));
   return data;
 }

@@ -15,6 +15,7 @@
 #include "core/flags.h"
 #include "frontend/lazy.h"
 #include "frontend/sharded_step.h"
+#include "runtime/world.h"
 #include "spmd/shard_util.h"
 #include "spmd/propagation.h"
 
@@ -27,7 +28,11 @@ std::optional<Mesh>& GlobalMesh() {
 }
 
 void CheckDevices(const Mesh& mesh, std::string_view what) {
-  const int64_t devices = flags::cpu_devices();
+  const int64_t devices = runtime::GlobalDevices();
+  if (const runtime::World* w = runtime::GetWorld(); w != nullptr && w->size() > 1 && mesh.size() != devices)
+    Fail("{}: mesh {} has {} devices, but this run has {} ({} processes x {} devices each): a mesh spans every "
+         "device of the run",
+         what, mesh.ToString(), mesh.size(), devices, w->size(), w->local_devices());
   if (mesh.size() != devices)
     Fail("{}: mesh {} has {} devices, but this process has {} (set AXLE_CPU_DEVICES={} or "
          "flags::set_cpu_devices({}) before building the mesh's tensors, or use a mesh of {} devices)",
@@ -294,6 +299,7 @@ std::vector<Tensor> local_shards(const Tensor& t) {
   }
   std::vector<Tensor> out;
   for (int64_t d = 0; d < data->mesh.size(); ++d) {
+    if (!runtime::IsLocalDevice(d)) continue;  // another process's
     const ir::Literal& shard = *data->shards[static_cast<size_t>(d)];
     ir::Literal piece(ir::TensorType(shard.dtype(), PieceShape(data->global.shape, data->sharding, data->mesh, d)));
     CopyBox(shard, piece, piece.shape());
@@ -312,8 +318,15 @@ Tensor from_local_shards(const std::vector<Tensor>& shards, const Dims& shape, c
   const std::string what =
       fmt::format("from_local_shards({} shards, global {}, mesh {}, spec {})", shards.size(), global_type,
                   mesh.ToString(), SpecString(spec));
-  if (static_cast<int64_t>(shards.size()) != mesh.size())
-    Fail("{}: the mesh has {} devices; give exactly one shard per device, in device order", what, mesh.size());
+  // One shard per device of the mesh, or (several processes) per device of this process.
+  const int64_t first = runtime::FirstLocalDevice();
+  const bool only_local = runtime::GetWorld() != nullptr && mesh.size() == runtime::GlobalDevices() &&
+                          static_cast<int64_t>(shards.size()) == runtime::GetWorld()->local_devices() &&
+                          shards.size() != static_cast<size_t>(mesh.size());
+  if (static_cast<int64_t>(shards.size()) != mesh.size() && !only_local)
+    Fail("{}: the mesh has {} devices; give exactly one shard per device, in device order (with several "
+         "processes: one per device of this process, or of the whole mesh)",
+         what, mesh.size());
   for (int64_t e : shape)
     if (e < 0) Fail("{}: the global shape has a negative dimension", what);
   // The layout, checked as mark_sharding checks it.
@@ -324,7 +337,11 @@ Tensor from_local_shards(const std::vector<Tensor>& shards, const Dims& shape, c
   data->sharding = NormalizeSharding(s, static_cast<int64_t>(shape.size()), mesh.ir_mesh());
   const Shape block = LocalShape(data->global.shape, data->sharding, data->mesh);
   for (int64_t d = 0; d < mesh.size(); ++d) {
-    const Tensor& piece = shards[static_cast<size_t>(d)];
+    if (!runtime::IsLocalDevice(d)) {  // another process's
+      data->shards.push_back(nullptr);
+      continue;
+    }
+    const Tensor& piece = shards[static_cast<size_t>(only_local ? d - first : d)];
     AXLE_CHECK(piece.defined(), "{}: shard {} is an undefined tensor", what, d);
     const Shape want = PieceShape(data->global.shape, data->sharding, data->mesh, d);
     if (piece.dtype() != dtype || Shape(piece.sizes()) != want)
@@ -339,7 +356,7 @@ Tensor from_local_shards(const std::vector<Tensor>& shards, const Dims& shape, c
     CopyBox(*b, *padded, want);
     data->shards.push_back(std::move(padded));
   }
-  if (data->sharding.IsReplicated()) data->shards.assign(data->shards.size(), data->shards[0]);
+  if (data->sharding.IsReplicated()) data->shards.assign(data->shards.size(), data->shards[static_cast<size_t>(first)]);
   return detail::MakeMaterializedSharded(std::move(data), fmt::format("from_local_shards ({} {})", global_type,
                                                                       SpecString(spec)));
 }

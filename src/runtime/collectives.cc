@@ -10,6 +10,7 @@
 // the caller may free or overwrite both. all_reduce splits the combination: member k combines chunk k of the
 // elements into its own output, then copies the other chunks from its peers' outputs.
 #include "runtime/collectives.h"
+#include "runtime/collectives_internal.h"
 
 #include <fmt/format.h>
 
@@ -230,6 +231,20 @@ void ReduceScatter(std::span<const Literal* const> group, ReduceKind kind, int64
     CombineRange(group, kind, b * in.size * in.inner + static_cast<int64_t>(position) * run, out, b * run, run);
 }
 
+Literal Chunk(const Literal& x, int64_t dim, int64_t k, int64_t n) {
+  const Along v = ViewAlong(x.shape(), dim);
+  AXLE_CHECK(n > 0 && v.size % n == 0 && k >= 0 && k < n, "chunk {} of {} along dim {} of {}", k, n, dim,
+             x.type().ToString());
+  std::vector<int64_t> dims = x.shape().dims();
+  const int64_t chunk = v.size / n;
+  dims[static_cast<size_t>(dim)] = chunk;
+  Literal out = Literal::Uninitialized(ir::TensorType(x.dtype(), Shape(dims)));
+  const int64_t w = DTypeSize(x.dtype()), run = chunk * v.inner * w;
+  for (int64_t b = 0; b < v.outer; ++b)
+    Copy(out.mutable_bytes().data() + b * run, x.bytes().data() + (b * v.size + k * chunk) * v.inner * w, run);
+  return out;
+}
+
 void AllToAll(std::span<const Literal* const> group, int64_t split_dim, int64_t concat_dim, size_t position,
               Literal& out) {
   CheckGroup(group, "all_to_all");
@@ -257,40 +272,123 @@ void AllToAll(std::span<const Literal* const> group, int64_t split_dim, int64_t 
 
 }  // namespace collective
 
-namespace {
-
-using ir::Literal;
-using ir::ReplicaGroups;
-
-std::string GroupsText(const ReplicaGroups& groups) {
+std::string GroupsText(const ir::ReplicaGroups& groups) {
   std::vector<std::string> parts;
   for (const auto& g : groups) parts.push_back(fmt::format("[{}]", fmt::join(g, ", ")));
   return fmt::format("[{}]", fmt::join(parts, ", "));
 }
 
-// What one device asks for; every device must ask for the same at the same call.
-struct Request {
-  CollectiveKind kind = CollectiveKind::kAllReduce;
-  ir::ReduceKind reduce = ir::ReduceKind::kSum;
-  int64_t dim0 = 0, dim1 = 0;
-  ReplicaGroups groups;
-  ir::TensorType type;
-
-  bool operator==(const Request&) const = default;
-  std::string ToString() const {
-    std::string attrs;
-    switch (kind) {
-      case CollectiveKind::kAllReduce: attrs = fmt::format("kind={}, ", ir::EnumName(reduce)); break;
-      case CollectiveKind::kAllGather: attrs = fmt::format("dim={}, ", dim0); break;
-      case CollectiveKind::kReduceScatter: attrs = fmt::format("kind={}, dim={}, ", ir::EnumName(reduce), dim0); break;
-      case CollectiveKind::kAllToAll: attrs = fmt::format("split_dim={}, concat_dim={}, ", dim0, dim1); break;
-      case CollectiveKind::kCollectivePermute: break;
-    }
-    return fmt::format("{}({}{}={}) on {}", CollectiveName(kind), attrs,
-                       kind == CollectiveKind::kCollectivePermute ? "pairs" : "groups", GroupsText(groups),
-                       type.ToString());
+std::string CollectiveRequest::ToString() const {
+  std::string attrs;
+  switch (kind) {
+    case CollectiveKind::kAllReduce: attrs = fmt::format("kind={}, ", ir::EnumName(reduce)); break;
+    case CollectiveKind::kAllGather: attrs = fmt::format("dim={}, ", dim0); break;
+    case CollectiveKind::kReduceScatter: attrs = fmt::format("kind={}, dim={}, ", ir::EnumName(reduce), dim0); break;
+    case CollectiveKind::kAllToAll: attrs = fmt::format("split_dim={}, concat_dim={}, ", dim0, dim1); break;
+    case CollectiveKind::kCollectivePermute: break;
   }
-};
+  return fmt::format("{}({}{}={}) on {}", CollectiveName(kind), attrs,
+                     kind == CollectiveKind::kCollectivePermute ? "pairs" : "groups", GroupsText(groups),
+                     type.ToString());
+}
+
+void CheckReduceKind(ir::ReduceKind kind, const ir::TensorType& t, const char* op) {
+  const bool logical = kind == ir::ReduceKind::kAnd || kind == ir::ReduceKind::kOr;
+  if (logical ? IsFloat(t.dtype) : t.dtype == DType::kBool)
+    Fail("{}: a {} reduction of {} is not defined ({})", op, ir::EnumName(kind), t.ToString(),
+         logical ? "and/or take integers or bool" : "sum/prod/max/min take numbers");
+}
+
+void CheckDim(int64_t dim, const ir::TensorType& t, const char* op, const char* what) {
+  if (dim < 0 || dim >= t.rank()) Fail("{}: {} {} is out of range for operand {}", op, what, dim, t.ToString());
+}
+
+void CheckOut(const CollectiveRequest& r, const ir::Literal& out, const ir::TensorType& want) {
+  if (out.type() != want)
+    Fail("{}: the output has type {}, expected {}", r.ToString(), out.type().ToString(), want.ToString());
+}
+
+void CheckDevice(int device, int num_devices) {
+  if (device < 0 || device >= num_devices)
+    Fail("collective called by device {}; the communicator has {} devices", device, num_devices);
+}
+
+ir::TensorType CollectiveResultType(const CollectiveRequest& r, int64_t n) {
+  const ir::TensorType& in = r.type;
+  std::vector<int64_t> dims = in.shape.dims();
+  auto dim = [&](int64_t d) -> int64_t& { return dims[static_cast<size_t>(d)]; };
+  switch (r.kind) {
+    case CollectiveKind::kAllReduce:
+      CheckReduceKind(r.reduce, in, "all_reduce");
+      return in;
+    case CollectiveKind::kCollectivePermute: return in;
+    case CollectiveKind::kAllGather:
+      CheckDim(r.dim0, in, "all_gather", "dim");
+      dim(r.dim0) *= n;
+      break;
+    case CollectiveKind::kReduceScatter:
+      CheckReduceKind(r.reduce, in, "reduce_scatter");
+      CheckDim(r.dim0, in, "reduce_scatter", "dim");
+      if (dim(r.dim0) % n != 0)
+        Fail("reduce_scatter: dim {} of {} is not divisible by the group size {}", r.dim0, in.ToString(), n);
+      dim(r.dim0) /= n;
+      break;
+    case CollectiveKind::kAllToAll:
+      CheckDim(r.dim0, in, "all_to_all", "split_dim");
+      CheckDim(r.dim1, in, "all_to_all", "concat_dim");
+      if (dim(r.dim0) % n != 0)
+        Fail("all_to_all: split_dim {} of {} is not divisible by the group size {}", r.dim0, in.ToString(), n);
+      dim(r.dim0) /= n;
+      dim(r.dim1) *= n;
+      break;
+  }
+  return ir::TensorType(in.dtype, Shape(dims));
+}
+
+std::pair<std::vector<int>, size_t> GroupOf(int device, const CollectiveRequest& r, int num_devices) {
+  CheckDevice(device, num_devices);
+  try {
+    ir::ReplicaGroupSize(r.groups, num_devices);
+  } catch (const Error& e) {
+    Fail("{}: {}", r.ToString(), e.message());
+  }
+  if (r.groups.empty()) {
+    std::vector<int> all(static_cast<size_t>(num_devices));
+    for (int d = 0; d < num_devices; ++d) all[static_cast<size_t>(d)] = d;
+    return {all, static_cast<size_t>(device)};
+  }
+  for (const auto& g : r.groups) {
+    auto it = std::find(g.begin(), g.end(), device);
+    if (it == g.end()) continue;
+    std::vector<int> members(g.begin(), g.end());
+    return {members, static_cast<size_t>(it - g.begin())};
+  }
+  Fail("{}: device {} is in no group", r.ToString(), device);  // unreachable: the groups cover all
+}
+
+PermuteRoute RouteOf(int device, const ir::ReplicaGroups& pairs, int num_devices) {
+  CheckDevice(device, num_devices);
+  PermuteRoute route;
+  std::set<int64_t> sources, targets;
+  for (const auto& p : pairs) {
+    if (p.size() != 2) Fail("collective_permute: pairs {}: each entry must be [source, target]", GroupsText(pairs));
+    for (int64_t id : p)
+      if (id < 0 || id >= num_devices)
+        Fail("collective_permute: pairs {}: replica {} is out of range for {} devices", GroupsText(pairs), id,
+             num_devices);
+    if (!sources.insert(p[0]).second) Fail("collective_permute: replica {} is a source twice", p[0]);
+    if (!targets.insert(p[1]).second) Fail("collective_permute: replica {} is a target twice", p[1]);
+    if (p[1] == device) route.source = static_cast<int>(p[0]);
+    if (p[0] == device) route.targets.push_back(static_cast<int>(p[1]));
+  }
+  return route;
+}
+
+namespace {
+
+using ir::Literal;
+using ir::ReplicaGroups;
+using Request = CollectiveRequest;
 
 class InProcessCommunicator final : public Communicator {
  public:
@@ -304,10 +402,9 @@ class InProcessCommunicator final : public Communicator {
 
   void AllReduce(int device, const Literal& in, Literal& out, ir::ReduceKind kind,
                  const ReplicaGroups& groups) override {
-    CheckReduceKind(kind, in.type(), "all_reduce");
     Request r{CollectiveKind::kAllReduce, kind, 0, 0, groups, in.type()};
     const auto [members, position] = GroupOf(device, r);
-    CheckOut(r, out, in.type());
+    CheckOut(r, out, CollectiveResultType(r, static_cast<int64_t>(members.size())));
     std::unique_lock<std::mutex> lock(mu_);
     auto [index, call] = Arrive(lock, device, std::move(r), in, out);
     WaitFor(lock, index, *call, device, members, 1);
@@ -340,27 +437,17 @@ class InProcessCommunicator final : public Communicator {
 
   void AllGather(int device, const Literal& in, Literal& out, int64_t dim, const ReplicaGroups& groups) override {
     Request r{CollectiveKind::kAllGather, ir::ReduceKind::kSum, dim, 0, groups, in.type()};
-    CheckDim(dim, in.type(), "all_gather", "dim");
     const auto [members, position] = GroupOf(device, r);
-    std::vector<int64_t> dims = in.shape().dims();
-    dims[static_cast<size_t>(dim)] *= static_cast<int64_t>(members.size());
-    CheckOut(r, out, ir::TensorType(in.dtype(), Shape(dims)));
+    CheckOut(r, out, CollectiveResultType(r, static_cast<int64_t>(members.size())));
     Exchange(device, std::move(r), in, out, members,
              [&](const std::vector<const Literal*>& ops) { collective::AllGather(ops, dim, out); });
   }
 
   void ReduceScatter(int device, const Literal& in, Literal& out, ir::ReduceKind kind, int64_t dim,
                      const ReplicaGroups& groups) override {
-    CheckReduceKind(kind, in.type(), "reduce_scatter");
-    CheckDim(dim, in.type(), "reduce_scatter", "dim");
     Request r{CollectiveKind::kReduceScatter, kind, dim, 0, groups, in.type()};
     const auto [members, position] = GroupOf(device, r);
-    const int64_t n = static_cast<int64_t>(members.size());
-    std::vector<int64_t> dims = in.shape().dims();
-    if (dims[static_cast<size_t>(dim)] % n != 0)
-      Fail("reduce_scatter: dim {} of {} is not divisible by the group size {}", dim, in.type().ToString(), n);
-    dims[static_cast<size_t>(dim)] /= n;
-    CheckOut(r, out, ir::TensorType(in.dtype(), Shape(dims)));
+    CheckOut(r, out, CollectiveResultType(r, static_cast<int64_t>(members.size())));
     const size_t pos = position;
     Exchange(device, std::move(r), in, out, members,
              [&](const std::vector<const Literal*>& ops) { collective::ReduceScatter(ops, kind, dim, pos, out); });
@@ -368,17 +455,9 @@ class InProcessCommunicator final : public Communicator {
 
   void AllToAll(int device, const Literal& in, Literal& out, int64_t split_dim, int64_t concat_dim,
                 const ReplicaGroups& groups) override {
-    CheckDim(split_dim, in.type(), "all_to_all", "split_dim");
-    CheckDim(concat_dim, in.type(), "all_to_all", "concat_dim");
     Request r{CollectiveKind::kAllToAll, ir::ReduceKind::kSum, split_dim, concat_dim, groups, in.type()};
     const auto [members, position] = GroupOf(device, r);
-    const int64_t n = static_cast<int64_t>(members.size());
-    std::vector<int64_t> dims = in.shape().dims();
-    if (dims[static_cast<size_t>(split_dim)] % n != 0)
-      Fail("all_to_all: split_dim {} of {} is not divisible by the group size {}", split_dim, in.type().ToString(), n);
-    dims[static_cast<size_t>(split_dim)] /= n;
-    dims[static_cast<size_t>(concat_dim)] *= n;
-    CheckOut(r, out, ir::TensorType(in.dtype(), Shape(dims)));
+    CheckOut(r, out, CollectiveResultType(r, static_cast<int64_t>(members.size())));
     const size_t pos = position;
     Exchange(device, std::move(r), in, out, members, [&](const std::vector<const Literal*>& ops) {
       collective::AllToAll(ops, split_dim, concat_dim, pos, out);
@@ -388,19 +467,9 @@ class InProcessCommunicator final : public Communicator {
   void CollectivePermute(int device, const Literal& in, Literal& out, const ReplicaGroups& pairs) override {
     CheckDevice(device);
     Request r{CollectiveKind::kCollectivePermute, ir::ReduceKind::kSum, 0, 0, pairs, in.type()};
-    std::set<int64_t> sources, targets;
-    int source = -1;
-    std::vector<int> readers;  // the devices that read this device's operand
-    for (const auto& p : pairs) {
-      if (p.size() != 2) Fail("collective_permute: pairs {}: each entry must be [source, target]", GroupsText(pairs));
-      for (int64_t id : p)
-        if (id < 0 || id >= n_)
-          Fail("collective_permute: pairs {}: replica {} is out of range for {} devices", GroupsText(pairs), id, n_);
-      if (!sources.insert(p[0]).second) Fail("collective_permute: replica {} is a source twice", p[0]);
-      if (!targets.insert(p[1]).second) Fail("collective_permute: replica {} is a target twice", p[1]);
-      if (p[1] == device) source = static_cast<int>(p[0]);
-      if (p[0] == device) readers.push_back(static_cast<int>(p[1]));
-    }
+    const PermuteRoute route = RouteOf(device, pairs, n_);
+    const int source = route.source;
+    const std::vector<int>& readers = route.targets;  // the devices that read this device's operand
     CheckOut(r, out, in.type());
     std::unique_lock<std::mutex> lock(mu_);
     auto [index, call] = Arrive(lock, device, std::move(r), in, out);
@@ -472,46 +541,9 @@ class InProcessCommunicator final : public Communicator {
     int left = 0;            // devices that returned
   };
 
-  void CheckDevice(int device) const {
-    if (device < 0 || device >= n_) Fail("collective called by device {}; the communicator has {} devices", device, n_);
-  }
-
-  static void CheckReduceKind(ir::ReduceKind kind, const ir::TensorType& t, const char* op) {
-    const bool logical = kind == ir::ReduceKind::kAnd || kind == ir::ReduceKind::kOr;
-    if (logical ? IsFloat(t.dtype) : t.dtype == DType::kBool)
-      Fail("{}: a {} reduction of {} is not defined ({})", op, ir::EnumName(kind), t.ToString(),
-           logical ? "and/or take integers or bool" : "sum/prod/max/min take numbers");
-  }
-
-  static void CheckDim(int64_t dim, const ir::TensorType& t, const char* op, const char* what) {
-    if (dim < 0 || dim >= t.rank()) Fail("{}: {} {} is out of range for operand {}", op, what, dim, t.ToString());
-  }
-
-  static void CheckOut(const Request& r, const Literal& out, const ir::TensorType& want) {
-    if (out.type() != want)
-      Fail("{}: the output has type {}, expected {}", r.ToString(), out.type().ToString(), want.ToString());
-  }
-
-  // The members of `device`'s group (in group order) and its position there; checks the groups.
+  void CheckDevice(int device) const { runtime::CheckDevice(device, n_); }
   std::pair<std::vector<int>, size_t> GroupOf(int device, const Request& r) const {
-    CheckDevice(device);
-    try {
-      ir::ReplicaGroupSize(r.groups, n_);
-    } catch (const Error& e) {
-      Fail("{}: {}", r.ToString(), e.message());
-    }
-    if (r.groups.empty()) {
-      std::vector<int> all(static_cast<size_t>(n_));
-      for (int d = 0; d < n_; ++d) all[static_cast<size_t>(d)] = d;
-      return {all, static_cast<size_t>(device)};
-    }
-    for (const auto& g : r.groups) {
-      auto it = std::find(g.begin(), g.end(), device);
-      if (it == g.end()) continue;
-      std::vector<int> members(g.begin(), g.end());
-      return {members, static_cast<size_t>(it - g.begin())};
-    }
-    Fail("{}: device {} is in no group", r.ToString(), device);  // unreachable: the groups cover all
+    return runtime::GroupOf(device, r, n_);
   }
 
   std::pair<int64_t, Call*> Arrive(std::unique_lock<std::mutex>&, int device, Request r, const Literal& in,

@@ -108,6 +108,9 @@ void ReduceScatter(std::span<const ir::Literal* const> group, ir::ReduceKind kin
                    ir::Literal& out);
 void AllToAll(std::span<const ir::Literal* const> group, int64_t split_dim, int64_t concat_dim, size_t position,
               ir::Literal& out);
+// Chunk k of n along `dim` (dims[dim] divisible by n): what reduce_scatter and all_to_all send
+// to member k.
+ir::Literal Chunk(const ir::Literal& x, int64_t dim, int64_t k, int64_t n);
 }  // namespace collective
 
 // Runs collective node `n` of `device` through its communicator into `out` (of the result type).

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/flags.h"
 #include "runtime/thread_pool.h"
+#include "runtime/world.h"
 
 namespace axle::runtime {
 namespace {
@@ -21,9 +22,20 @@ thread_local const CpuDevices* tls_device_of = nullptr;  // the devices whose th
 
 CpuDevices::CpuDevices(int num_devices) {
   if (num_devices < 1) Fail("CpuDevices: {} devices; expected at least 1", num_devices);
-  comm_ = NewInProcessCommunicator(num_devices);
+  owned_comm_ = NewInProcessCommunicator(num_devices);
+  comm_ = owned_comm_.get();
+  Start(num_devices);
+}
+
+CpuDevices::CpuDevices(int local, int first, Communicator& comm) : comm_(&comm), first_(first) {
+  if (local < 1 || first < 0 || first + local > comm.num_devices())
+    Fail("CpuDevices: devices [{}, {}) of a run of {}", first, first + local, comm.num_devices());
+  Start(local);
+}
+
+void CpuDevices::Start(int num_devices) {
   threads_.reserve(static_cast<size_t>(num_devices));
-  for (int d = 0; d < num_devices; ++d)
+  for (int d = first_; d < first_ + num_devices; ++d)
     threads_.emplace_back([this, d, num_devices] {
       pthread_setname_np(pthread_self(), ("axle-device-" + std::to_string(d)).substr(0, 15).c_str());
       // Note [A core per device]: with as many devices as the pool has threads (the cores), each
@@ -95,6 +107,15 @@ void CpuDevices::Run(const std::function<void(int device)>& fn) {
 }
 
 CpuDevices& CpuDevices::Get(int num_devices) {
+  if (World* world = GetWorld(); world != nullptr && world->size() > 1) {
+    if (num_devices != GlobalDevices())
+      Fail("{} devices requested, but this run has {} ({} processes x {} devices each): a step must span all of "
+           "them (a mesh of {} devices)",
+           num_devices, GlobalDevices(), world->size(), world->local_devices(), GlobalDevices());
+    static CpuDevices* mine = new CpuDevices(world->local_devices(), static_cast<int>(FirstLocalDevice()),
+                                             world->device_communicator());  // never destroyed
+    return *mine;
+  }
   const int64_t have = flags::cpu_devices();
   if (num_devices < 1 || num_devices > have)
     Fail("{} virtual CPU devices requested, but this process has {} (AXLE_CPU_DEVICES={}); set AXLE_CPU_DEVICES={} "
@@ -110,6 +131,10 @@ CpuDevices& CpuDevices::Get(int num_devices) {
 
 std::unique_ptr<ReplicatedExecutable> ReplicatedExecutable::Compile(Backend& backend, const ir::Module& module) {
   const int64_t n = module.num_replicas();
+  if (GetWorld() != nullptr && GetWorld()->size() > 1) {
+    CpuDevices& devices = CpuDevices::Get(static_cast<int>(n));  // checks n against the run's devices
+    return std::make_unique<ReplicatedExecutable>(backend.Compile(module), devices);
+  }
   if (n < 1 || n > flags::cpu_devices())
     Fail("module @{} is partitioned for {} replicas, but this process has {} virtual CPU devices "
          "(AXLE_CPU_DEVICES={}); set AXLE_CPU_DEVICES={}",
@@ -122,17 +147,17 @@ ReplicatedExecutable::ReplicatedExecutable(std::unique_ptr<Executable> exe, CpuD
     : exe_(std::move(exe)), devices_(devices) {}
 
 std::vector<std::vector<BufferPtr>> ReplicatedExecutable::Execute(std::vector<std::vector<BufferPtr>> args_per_device) {
-  const int n = num_devices();
+  const int n = num_devices(), first = first_device();
   if (static_cast<int64_t>(args_per_device.size()) != n)
-    Fail("ReplicatedExecutable: got arguments for {} devices; the module runs on {} devices (one argument list "
-         "per device, device d = replica d)",
+    Fail("ReplicatedExecutable: got arguments for {} devices; the module runs on {} devices of this process (one "
+         "argument list per device, device d = replica first + d)",
          args_per_device.size(), n);
   std::vector<std::vector<BufferPtr>> out(static_cast<size_t>(n));
   stats_.assign(static_cast<size_t>(n), ExecuteStats{});
   collective_stats_.assign(static_cast<size_t>(n), CollectiveStats{});
   Communicator& comm = devices_.comm();
   auto step = [&](int d) {
-    const size_t k = static_cast<size_t>(d);
+    const size_t k = static_cast<size_t>(d - first);
     try {
       out[k] = exe_->ExecuteOnDevice(std::move(args_per_device[k]), DeviceContext{d, &comm}, &stats_[k]);
     } catch (...) {

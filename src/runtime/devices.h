@@ -31,14 +31,21 @@ namespace axle::runtime {
 class CpuDevices {
  public:
   explicit CpuDevices(int num_devices);
+  // This process's `local` devices of a run of several processes: global ids [first, first +
+  // local), collectives through `comm` (the world's, not owned).
+  CpuDevices(int local, int first, Communicator& comm);
   ~CpuDevices();
   CpuDevices(const CpuDevices&) = delete;
   CpuDevices& operator=(const CpuDevices&) = delete;
 
+  // This process's devices (threads), the global id of the first, and the devices of the run.
   int size() const { return static_cast<int>(threads_.size()); }
+  int first() const { return first_; }
+  int global_size() const { return comm_->num_devices(); }
   Communicator& comm() { return *comm_; }
 
-  // Runs fn(d) on device d's thread for every device at once and returns when all are done.
+  // Runs fn(d) on device d's thread for every device at once and returns when all are done
+  // (d: the global id).
   // When fn throws on some device, the communicator is aborted (devices waiting for it in a
   // collective stop waiting) and Run throws one axle::Error "device <d> failed: <what>" naming
   // the first device that failed. One Run at a time: concurrent callers take turns; calling Run
@@ -47,13 +54,17 @@ class CpuDevices {
 
   // The process-wide set of `num_devices` devices (created on first use, never destroyed).
   // num_devices must be in [1, flags::cpu_devices()]: the flag is how many devices this process
-  // has.
+  // has. In a run of several processes (runtime/world.h) it must be the run's device count, and
+  // the set is this process's share of them.
   static CpuDevices& Get(int num_devices);
 
  private:
+  void Start(int local);
   void Loop(int device);
 
-  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Communicator> owned_comm_;
+  Communicator* comm_ = nullptr;
+  int first_ = 0;
   std::vector<std::thread> threads_;
   std::mutex run_mu_;  // one Run at a time
   std::mutex mu_;      // guards the fields below
@@ -72,12 +83,13 @@ class ReplicatedExecutable {
   static std::unique_ptr<ReplicatedExecutable> Compile(Backend& backend, const ir::Module& module);
   ReplicatedExecutable(std::unique_ptr<Executable> exe, CpuDevices& devices);
 
-  int num_devices() const { return devices_.size(); }
+  int num_devices() const { return devices_.size(); }  // this process's
+  int first_device() const { return devices_.first(); }
   Executable& executable() { return *exe_; }
 
-  // Runs one step: args_per_device[d] binds device d's parameters (types as in
-  // Executable::Execute; a sole reference donates the buffer). Returns each device's results:
-  // out[d][result]. Throws one axle::Error naming the device when a device fails, and on a wrong
+  // Runs one step: args_per_device[d] binds this process's device d's parameters (global device
+  // first() + d; types as in Executable::Execute; a sole reference donates the buffer). Returns
+  // each of its devices' results: out[d][result]. Throws one axle::Error naming the device when a device fails, and on a wrong
   // number of per-device argument lists.
   std::vector<std::vector<BufferPtr>> Execute(std::vector<std::vector<BufferPtr>> args_per_device);
 

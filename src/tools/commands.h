@@ -22,6 +22,7 @@ void AddCacheCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunn
 void AddCompileCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
 void AddTestOpsCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
 void AddExportCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
+void AddLaunchCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
 
 // Reads a whole file; throws axle::Error naming the file when it cannot.
 std::string ReadFile(const std::string& path);

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   AddTrainCommand(app, commands);
   AddCacheCommand(app, commands);
   AddExportCommand(app, commands);
+  AddLaunchCommand(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

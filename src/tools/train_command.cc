@@ -48,7 +48,7 @@ void AddTrainCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunn
   sub->add_option("--backend", o->backend, "Executor (default: AXLE_BACKEND, else compiled)")
       ->check(CLI::IsMember({"cpu", "compiled", "interpreter"}));
   sub->add_flag("!--no-progress", o->progress, "No progress bar");
-  sub->add_option("--devices", o->devices, "Virtual CPU devices (default: AXLE_CPU_DEVICES, else 1)")
+  sub->add_option("--devices", o->devices, "Virtual CPU devices of this process (default: AXLE_CPU_DEVICES, else 1); in a run of several processes, each has this many")
       ->check(CLI::PositiveNumber);
   sub->add_option("--mesh", o->mesh,
                   "Device mesh over the axes dp, fsdp, tp, e.g. fsdp=4,tp=2 (default: dp over all devices)");

@@ -55,7 +55,8 @@ std::optional<spmd::Mesh> ParseMesh(const std::string& mesh_text, int64_t device
   int64_t product = 1;
   for (int64_t s : sizes) product *= s;
   if (product != devices)
-    Fail("--mesh {} has {} devices but --devices is {}: the axis sizes must multiply to the device count",
+    Fail("--mesh {} has {} devices but the run has {} (--devices, times the processes of a run of several): the "
+         "axis sizes must multiply to the device count",
          mesh_text, product, devices);
   return spmd::Mesh(sizes, names);
 }

@@ -15,9 +15,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 
 #include "axle/checkpoint.h"
 #include "axle/compile.h"
+#include "axle/distributed.h"
 #include "axle/metrics.h"
 #include "axle/nn.h"
 #include "axle/optim.h"
@@ -26,6 +28,7 @@
 #include "core/error.h"
 #include "core/flags.h"
 #include "frontend/sharded_step.h"
+#include "runtime/world.h"
 #include "train/corpus.h"
 #include "train/data.h"
 #include "train/parallel.h"
@@ -155,6 +158,7 @@ std::pair<Tensor, Tensor> LoadShardedBatch(const BatchLoader& loader, int64_t st
   std::map<int64_t, std::pair<Tensor, Tensor>> slices;  // block index -> (inputs, targets)
   std::vector<Tensor> xs, ys;
   for (int64_t d = 0; d < m.size(); ++d) {
+    if (!runtime::IsLocalDevice(d)) continue;  // another process's device: that process loads it
     const int64_t block = m.ShardIndex(d, spec[0].names);
     auto it = slices.find(block);
     if (it == slices.end()) {
@@ -210,12 +214,21 @@ const char* SignalName(int sig) { return sig == SIGINT ? "SIGINT" : sig == SIGTE
 
 }  // namespace
 
-TrainResult Train(const TrainOptions& o, std::ostream& out) {
+TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   const Clock::time_point start = Clock::now();
   Validate(o);
   if (o.devices < 0) Fail("--devices {}: must be at least 1", o.devices);
   if (o.devices > 0) flags::set_cpu_devices(o.devices);
-  const std::optional<spmd::Mesh> mesh = ParseMesh(o.mesh, flags::cpu_devices());
+  // A run of several processes (torchrun, mpirun, srun, axle launch): --devices is each process's
+  // share, the mesh spans them all, and rank 0 does the talking (Note [One run, several processes]).
+  distributed::Init();
+  const int rank = distributed::rank(), processes = distributed::world_size();
+  std::ostringstream quiet;
+  std::ostream& out = rank == 0 ? all_out : quiet;
+  if (processes > 1 && (!o.checkpoint_dir.empty() || !o.save.empty()))
+    Fail("--checkpoint-dir and --save in a run of several processes: not yet (each process would write its own "
+         "shards and one would commit; docs/checkpoint.md, \"Limits\"); run them in one process");
+  const std::optional<spmd::Mesh> mesh = ParseMesh(o.mesh, distributed::world_devices());
   if (mesh && o.batch % mesh->ir_mesh().AxesSize(BatchSpec(*mesh)[0].names) != 0)
     Fail("--batch {} does not split evenly over the mesh's batch axes ({}): use a multiple of {}", o.batch,
          mesh->ToString(), mesh->ir_mesh().AxesSize(BatchSpec(*mesh)[0].names));
@@ -325,12 +338,19 @@ TrainResult Train(const TrainOptions& o, std::ostream& out) {
     out << fmt::format("mesh {} on {} virtual CPU devices: {:.2f} MB of parameters and {:.2f} MB of optimizer "
                        "state per device\n",
                        mesh->ToString(), mesh->size(), param_bytes / 1e6, optimizer_bytes / 1e6);
+  if (processes > 1) out << fmt::format("processes: {}\n", distributed::describe());
   std::ofstream json;
   if (!o.log_json.empty()) {
-    json.open(o.log_json);
-    if (!json) Fail("--log-json {}: cannot open for writing", o.log_json);
+    // Rank 0 writes the file it is given; rank r of several writes NAME.rank<r>.EXT beside it.
+    std::string path = o.log_json;
+    if (rank > 0) {
+      const std::filesystem::path p(o.log_json);
+      path = (p.parent_path() / fmt::format("{}.rank{}{}", p.stem().string(), rank, p.extension().string())).string();
+    }
+    json.open(path);
+    if (!json) Fail("--log-json {}: cannot open for writing", path);
   }
-  const bool bar = o.progress && isatty(STDERR_FILENO);
+  const bool bar = o.progress && rank == 0 && isatty(STDERR_FILENO);
 
   const int64_t tokens_per_step = o.batch * o.seq;
   auto log = [&](StepLog s) {

@@ -169,7 +169,7 @@ TEST_F(ParallelTrainTest, FsdpGathersEachParameterOnceAndReduceScattersGradients
 }
 
 TEST_F(ParallelTrainTest, BadMeshesAreClearErrors) {
-  EXPECT_THAT(ErrorOf([] { ParseMesh("fsdp=4,tp=4", 8); }), HasSubstr("has 16 devices but --devices is 8"));
+  EXPECT_THAT(ErrorOf([] { ParseMesh("fsdp=4,tp=4", 8); }), HasSubstr("has 16 devices but the run has 8"));
   EXPECT_THAT(ErrorOf([] { ParseMesh("pp=8", 8); }), HasSubstr("unknown axis 'pp' (the axes are dp, fsdp and tp)"));
   EXPECT_THAT(ErrorOf([] { ParseMesh("dp=2,dp=4", 8); }), HasSubstr("axis 'dp' is given twice"));
   EXPECT_THAT(ErrorOf([] { ParseMesh("dp=x", 1); }), HasSubstr("must be a positive integer"));
