@@ -3,7 +3,8 @@
 # Idempotent: safe to run on every build.
 #   scripts/setup.sh               the build and test dependencies
 #   scripts/setup.sh --with-torch  also Debian's python3-torch (the PyTorch conformance check and
-#                                  bench/; /usr/bin/python3 sees it) and, from PyPI, transformers
+#                                  bench/; /usr/bin/python3 sees it; its torchrun) and Open MPI's
+#                                  mpirun (scripts/launchers_check.sh) and, from PyPI, transformers
 #                                  for /usr/bin/python3 (scripts/export_check.sh); a failure to
 #                                  install transformers is only reported
 # It also installs Intel MKL from PyPI when pip can (`pip install --no-deps mkl`: a ~230 MB
@@ -23,7 +24,7 @@ packages=(
   python3-numpy                                  # golden-value scripts and the example check
 )
 with_torch=0
-[ "${1:-}" = "--with-torch" ] && with_torch=1 && packages+=(python3-torch python3-pip)
+[ "${1:-}" = "--with-torch" ] && with_torch=1 && packages+=(python3-torch python3-pip openmpi-bin)
 
 missing=()
 for p in "${packages[@]}"; do

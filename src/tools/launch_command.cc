@@ -7,7 +7,8 @@
 // others get --grace seconds to notice on their own (a peer that dies breaks their connections,
 // and they exit naming it), then SIGTERM, then 5 s later SIGKILL. The launcher exits with the
 // first failure's code (128 + N for signal N) and leaves no process behind: each child also
-// gets SIGKILL if the launcher itself dies (PR_SET_PDEATHSIG).
+// gets SIGKILL if the launcher itself dies (PR_SET_PDEATHSIG). Each rank runs in a process group
+// of its own, and signals go to the group: what a rank started goes with it.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -86,6 +87,7 @@ int Launch(const LaunchOptions& o) {
     const pid_t pid = ::fork();
     if (pid < 0) Fail("axle launch: fork(): {}", std::strerror(errno));
     if (pid == 0) {
+      ::setpgid(0, 0);  // a group of its own: signals reach the processes the rank starts too
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != launcher) ::_exit(127);  // the launcher died before prctl
       signal(SIGINT, SIG_DFL);
@@ -103,6 +105,7 @@ int Launch(const LaunchOptions& o) {
       std::fprintf(stderr, "axle launch: rank %d: cannot run '%s': %s\n", r, argv[0], std::strerror(errno));
       ::_exit(127);
     }
+    ::setpgid(pid, pid);  // also here: whichever runs first
     rank_of[pid] = r;
   }
 
@@ -110,7 +113,7 @@ int Launch(const LaunchOptions& o) {
   auto deadline_term = std::chrono::steady_clock::time_point::max();
   auto deadline_kill = deadline_term;
   auto signal_all = [&](int sig) {
-    for (const auto& [pid, r] : rank_of) ::kill(pid, sig);
+    for (const auto& [pid, r] : rank_of) ::kill(-pid, sig);  // the rank's process group
   };
   while (!rank_of.empty()) {
     if (const int sig = g_forward_signal.exchange(0)) {
@@ -141,6 +144,7 @@ int Launch(const LaunchOptions& o) {
     if (it == rank_of.end()) continue;
     const int r = it->second;
     rank_of.erase(it);
+    ::kill(-pid, SIGKILL);  // what the rank left behind in its group
     const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     if (failed && first_failure == 0) {
       first_failure = ExitCode(status);

@@ -1,0 +1,97 @@
+// `axle launch` and `axle train` in runs of several processes (docs/spmd.md, "Several processes"):
+// the same losses as one process with all the devices, bit for bit; a failing rank ends the run
+// with its code and leaves no process behind.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "run_axle.h"
+
+namespace axle {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using testing::RunAxle;
+using testing::RunResult;
+
+class LaunchCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("axle_launch_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string Path(const std::string& name) { return (dir_ / name).string(); }
+
+  std::vector<double> Losses(const std::string& file) {
+    std::ifstream in(file);
+    std::vector<double> out;
+    std::string line;
+    while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line)["loss"].get<double>());
+    return out;
+  }
+
+  fs::path dir_;
+};
+
+const char* kTrain = "train --config tiny --steps 3 --batch 8 --seq 16 --no-progress --samples 0 --backend cpu";
+
+// The acceptance run, scaled down: processes x devices each = the devices of one process.
+TEST_F(LaunchCliTest, SeveralProcessesTrainAsOneProcessWithAllTheDevices) {
+  struct Layout {
+    int processes, devices;
+    const char* mesh;
+  };
+  for (const Layout& l : {Layout{2, 2, "fsdp=2,tp=2"}, Layout{4, 1, "fsdp=2,tp=2"}, Layout{2, 1, "dp=2"}}) {
+    const int total = l.processes * l.devices;
+    const std::string one = Path(fmt::format("one-{}-{}.jsonl", l.processes, l.devices));
+    RunResult r = RunAxle(fmt::format("{} --devices {} --mesh {} --log-json {}", kTrain, total, l.mesh, one));
+    ASSERT_EQ(r.status, 0) << r.output;
+    const std::string many = Path(fmt::format("many-{}-{}.jsonl", l.processes, l.devices));
+    r = RunAxle(fmt::format("launch --nproc {} -- {} {} --devices {} --mesh {} --log-json {}", l.processes,
+                            AXLE_BINARY, kTrain, l.devices, l.mesh, many));
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr(fmt::format("processes: process 0 of {} ({} device", l.processes, l.devices)));
+    const std::vector<double> want = Losses(one);
+    ASSERT_EQ(want.size(), 3u);
+    EXPECT_EQ(Losses(many), want) << l.processes << " x " << l.devices;  // the same reduction order: bitwise
+    // Every rank logs beside rank 0's file, the same losses.
+    for (int rank = 1; rank < l.processes; ++rank)
+      EXPECT_EQ(Losses(Path(fmt::format("many-{}-{}.rank{}.jsonl", l.processes, l.devices, rank))), want) << rank;
+    // Only rank 0 talks.
+    EXPECT_EQ(r.output.find("step 1 |"), r.output.rfind("step 1 |")) << r.output;
+  }
+}
+
+// A rank that fails ends the run: the launcher returns its code and the others stop.
+TEST_F(LaunchCliTest, AFailingRankEndsTheRunWithItsCode) {
+  const auto start = std::chrono::steady_clock::now();
+  RunResult r = RunAxle(fmt::format("launch --nproc 2 --grace 2 -- sh -c 'if [ $RANK = 1 ]; then exit 7; fi; sleep 60'"));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.status, 7) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("rank 1"));
+  EXPECT_THAT(r.output, HasSubstr("exited with code 7"));
+  EXPECT_THAT(r.output, HasSubstr("sending SIGTERM"));
+  EXPECT_LT(took, 30);
+}
+
+TEST_F(LaunchCliTest, BadMeshesAndMissingCommandsAreClearErrors) {
+  RunResult r = RunAxle(fmt::format("launch --nproc 2 -- {} {} --devices 1 --mesh fsdp=4", AXLE_BINARY, kTrain));
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.output, HasSubstr("--mesh fsdp=4 has 4 devices but the run has 2"));
+  r = RunAxle("launch --nproc 2");
+  EXPECT_NE(r.status, 0);
+  r = RunAxle(fmt::format("launch --nproc 2 -- {} {} --devices 1 --checkpoint-dir {}", AXLE_BINARY, kTrain,
+                          Path("ck")));
+  EXPECT_NE(r.status, 0);
+  EXPECT_THAT(r.output, HasSubstr("not yet"));
+}
+
+}  // namespace
+}  // namespace axle
