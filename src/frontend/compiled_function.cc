@@ -36,6 +36,15 @@ using detail::TensorImpl;
 // when nothing else holds them, as in a traced step. A call whose arguments have other types, or
 // whose tensors are gone or no longer materialized, is traced, and the next two calls make a new
 // plan.
+//
+// Note [Replaying a sharded step]
+// A step over a mesh replays the same way: its executable is the partitioned step
+// (sharded_step.h), which takes each argument's shards as they are when they have the layout it
+// was compiled for. What a replay must also guard is the layout each input is read in, because it
+// is part of the graph the trace would build: a tensor's mark_sharding annotation, or else the
+// layout a sharded step left its data in. The plan records each input's layout as the next call
+// will find it, and a call that finds another one is traced. GPT-2 small over fsdp=2,tp=2: the
+// training step is traced twice and replayed from then on, as on one device.
 namespace {
 
 thread_local std::vector<std::function<void()>>* tls_effects = nullptr;
@@ -43,7 +52,18 @@ thread_local std::vector<std::function<void()>>* tls_effects = nullptr;
 struct InputSource {
   int arg = -1;                         // an argument of the call, or
   std::weak_ptr<TensorImpl> tensor;     // a tensor read on every call
+  std::string layout;                   // its layout when the plan was made (LayoutOf)
 };
+
+// What decides how a traced step reads a tensor over a mesh: its mark_sharding annotation, else
+// the layout its data was left in by a sharded step (Note [Replaying a sharded step]). "" for a
+// tensor that is neither.
+std::string LayoutOf(const TensorImpl& t) {
+  if (t.sharding) return fmt::format("marked {} on {}", t.sharding->ToString(), t.mesh->ToString());
+  if (t.data != nullptr && t.data->sharding)
+    return fmt::format("held as {} on {}", t.data->sharding->ToString(), t.data->mesh->ToString());
+  return "";
+}
 
 struct ResultTarget {
   size_t result = 0;
@@ -101,10 +121,6 @@ std::unique_ptr<Plan> MakePlan(const Recorded& first, const StepRecord& second, 
     *why = "the function computed nothing (its trace had no results)";
     return nullptr;
   }
-  if (second.sharded) {
-    *why = "its step is sharded (mark_sharding over a mesh); sharded steps are traced on every call for now";
-    return nullptr;
-  }
   if (second.aliased > 0) {
     *why = fmt::format("{} tensor(s) were set to one of the step's inputs (copy_ of a materialized tensor), which "
                        "a replay cannot redo",
@@ -144,6 +160,8 @@ std::unique_ptr<Plan> MakePlan(const Recorded& first, const StepRecord& second, 
       }
       src.tensor = impl;
     }
+    // As the next call will find it (after this call's step rebound it).
+    src.layout = LayoutOf(src.arg >= 0 ? *args[static_cast<size_t>(src.arg)].impl() : *impl);
     plan->inputs.push_back(std::move(src));
   }
   plan->returned_result.assign(returned.size(), -1);
@@ -193,9 +211,11 @@ std::string CheckGuards(const Plan& plan, const std::vector<Tensor>& args) {
       return fmt::format("argument {} is {}, not {}", j, args[j].impl()->type.ToString(), plan.arg_types[j].ToString());
     if (args[j].requires_grad() != plan.arg_requires_grad[j])
       return fmt::format("argument {} {} gradients now", j, args[j].requires_grad() ? "requires" : "does not require");
-    if (args[j].impl()->sharding || args[j].impl()->data->sharding)
-      return fmt::format("argument {} is sharded", j);
   }
+  for (const InputSource& in : plan.inputs)
+    if (in.arg >= 0 && LayoutOf(*args[static_cast<size_t>(in.arg)].impl()) != in.layout)
+      return fmt::format("argument {} is laid out differently ({}; the plan's: {})", in.arg,
+                         LayoutOf(*args[static_cast<size_t>(in.arg)].impl()), in.layout.empty() ? "whole" : in.layout);
   if (grad_enabled() != plan.grad_enabled)
     return fmt::format("gradient mode is {} now", grad_enabled() ? "on" : "off");
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
@@ -204,8 +224,10 @@ std::string CheckGuards(const Plan& plan, const std::vector<Tensor>& args) {
     if (impl == nullptr) return fmt::format("a {} tensor it reads is gone", plan.input_types[i].ToString());
     if (impl->data == nullptr || impl->value != nullptr)
       return fmt::format("a {} tensor it reads has no materialized value", plan.input_types[i].ToString());
-    if (impl->sharding || impl->data->sharding)
-      return fmt::format("a {} tensor it reads is sharded now", plan.input_types[i].ToString());
+    if (LayoutOf(*impl) != plan.inputs[i].layout)
+      return fmt::format("a {} tensor it reads is laid out differently now ({}; the plan's: {})",
+                         plan.input_types[i].ToString(), LayoutOf(*impl),
+                         plan.inputs[i].layout.empty() ? "whole" : plan.inputs[i].layout);
   }
   for (const ResultTarget& t : plan.targets)
     if (t.returned < 0 && t.tensor.expired()) return "a tensor it updates is gone";

@@ -380,10 +380,10 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
     if (bar) PrintProgress(s.step + 1, last_step, s.loss, s.tokens_per_s);
   };
 
-  // One training step: forward, backward, clipping, the update. On one device it is a
-  // CompiledFunction, replayed without tracing from its third call (Note [Replaying a step]); the
-  // gradients are dropped inside it, so nothing it made outlives it but the loss. Sharded steps
-  // (a mesh) are traced every call.
+  // One training step: forward, backward, clipping, the update: a CompiledFunction, replayed
+  // without tracing from its third call (Note [Replaying a step]; over a mesh too, Note
+  // [Replaying a sharded step]); the gradients are dropped inside it, so nothing it made outlives
+  // it but the loss.
   auto train_step = [&](const std::vector<Tensor>& batch) {
     opt.zero_grad();
     Tensor loss = model->forward(batch[0], batch[1]);
@@ -433,13 +433,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
       y = from_vector<int32_t>(b.targets, {o.batch, o.seq}, DType::kI32);
     }
     const double compile_before = metrics().compile_s;
-    Tensor loss;
-    if (mesh) {
-      loss = train_step({x, y})[0];
-      sync();
-    } else {
-      loss = compiled_step({x, y})[0];
-    }
+    Tensor loss = compiled_step({x, y})[0];
     const double compile_s = metrics().compile_s - compile_before;
     if (step == first_step) {
       result.startup_s = Since(start);
@@ -490,7 +484,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
         << std::flush;
     return result;
   }
-  if (!mesh && flags::replay() && !compiled_step.why_traced().empty())
+  if (flags::replay() && !compiled_step.why_traced().empty())
     out << fmt::format("train_step was traced on every call: {}\n", compiled_step.why_traced());
   if (prev_loss.defined() && !std::isfinite(prev.loss))
     Fail("the loss became {} at step {}: lower --lr or set --grad-clip", prev.loss, prev.step);

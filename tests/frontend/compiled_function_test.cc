@@ -7,6 +7,7 @@
 #include "axle/metrics.h"
 #include "axle/nn.h"
 #include "axle/optim.h"
+#include "axle/spmd.h"
 #include "axle/tensor.h"
 #include "core/error.h"
 #include "core/flags.h"
@@ -16,6 +17,7 @@ namespace {
 using ::testing::HasSubstr;
 
 Tensor F32(std::vector<float> v, Dims shape) { return from_vector<float>(v, shape, DType::kF32); }
+using PartitionSpecOrNone = std::optional<spmd::PartitionSpec>;
 
 class CompiledFunctionTest : public ::testing::Test {
  protected:
@@ -33,9 +35,11 @@ struct Trained {
   int64_t traced = 0, replayed = 0, metric_replays = 0;
   std::string why;
 };
-Trained TrainLinear(int steps, bool replay) {
+// `mesh`: the weight sharded over tp and the batch over dp of a 2 x 2 mesh (a partitioned step).
+Trained TrainLinear(int steps, bool replay, const spmd::Mesh* mesh = nullptr) {
   flags::set_replay(replay);
   Tensor w = F32({0.5f, -0.25f, 0.125f, 1.0f, -0.5f, 0.75f}, {3, 2}).requires_grad_();
+  if (mesh) spmd::mark_sharding(w, *mesh, {nullptr, "tp"});
   Tensor b = F32({0.1f, -0.2f}, {2}).requires_grad_();
   optim::AdamW opt(std::vector<Tensor>{w, b}, 0.05);
   CompiledFunction step(
@@ -56,6 +60,10 @@ Trained TrainLinear(int steps, bool replay) {
     // The same data in new tensors each call (the replay must read the arguments it is given).
     Tensor x = F32({1, 0.5f, 2, -1, 0.5f, 1.5f, -2, 1, 2, 0.25f, 3, 1}, {4, 3});
     Tensor y = F32({1, 0, 2, 1, -1, 2, 0.5f, 1}, {4, 2});
+    if (mesh) {
+      spmd::mark_sharding(x, *mesh, {"dp", nullptr});
+      spmd::mark_sharding(y, *mesh, {"dp", nullptr});
+    }
     losses.push_back(step({x, y})[0]);
   }
   for (const Tensor& l : losses) run.losses.push_back(l.item());
@@ -81,6 +89,44 @@ TEST_F(CompiledFunctionTest, ReplaysFromTheThirdCallWithTheBitsOfTracing) {
   EXPECT_EQ(replayed.weight, traced.weight);
   // And the loss went down: the replays really updated the weights.
   EXPECT_LT(replayed.losses.back(), replayed.losses.front());
+}
+
+// Note [Replaying a sharded step]: a partitioned step replays too, with the bits of tracing.
+TEST_F(CompiledFunctionTest, ASteppedMeshReplaysWithTheBitsOfTracing) {
+  const int64_t devices = flags::cpu_devices();
+  flags::set_cpu_devices(4);
+  const spmd::Mesh mesh({2, 2}, {"dp", "tp"});
+  const Trained traced = TrainLinear(6, /*replay=*/false, &mesh);
+  const Trained replayed = TrainLinear(6, /*replay=*/true, &mesh);
+  const Trained whole = TrainLinear(6, /*replay=*/false);
+  flags::set_cpu_devices(devices);
+  // The first call reads the optimizer's fresh state whole; from the second on every value is held
+  // in the layout a step left it in, so calls 2 and 3 trace the same graph and 4-6 replay it.
+  EXPECT_EQ(replayed.traced, 3) << replayed.why;
+  EXPECT_EQ(replayed.replayed, 3);
+  EXPECT_EQ(replayed.losses, traced.losses);  // bit for bit
+  EXPECT_EQ(replayed.weight, traced.weight);
+  for (size_t i = 0; i < whole.losses.size(); ++i) EXPECT_NEAR(replayed.losses[i], whole.losses[i], 1e-6);
+}
+
+// A call whose argument is laid out otherwise than the plan's is traced again.
+TEST_F(CompiledFunctionTest, AnArgumentInAnotherLayoutIsTracedAgain) {
+  const int64_t devices = flags::cpu_devices();
+  flags::set_cpu_devices(4);
+  const spmd::Mesh mesh({2, 2}, {"dp", "tp"});
+  Tensor w = F32({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2});
+  CompiledFunction f([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{(in[0] * w).sum()}; }, "f");
+  auto call = [&](const PartitionSpecOrNone& spec) {
+    Tensor x = F32({1, 1, 2, 2, 3, 3, 4, 4}, {4, 2});
+    if (spec) spmd::mark_sharding(x, mesh, *spec);
+    return f({x})[0].item();
+  };
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(call(spmd::PartitionSpec{"dp", nullptr}), 110.0);
+  EXPECT_EQ(f.replayed_calls(), 1);
+  EXPECT_EQ(call(spmd::PartitionSpec{nullptr, "tp"}), 110.0);  // another layout: traced
+  EXPECT_EQ(f.replayed_calls(), 1);
+  EXPECT_EQ(f.traced_calls(), 3);
+  flags::set_cpu_devices(devices);
 }
 
 TEST_F(CompiledFunctionTest, PendingWorkBeforeACallIsItsOwnStep) {

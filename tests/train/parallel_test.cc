@@ -69,7 +69,7 @@ TEST_F(ParallelTrainTest, EveryMeshGivesTheSingleDeviceLosses) {
 }
 
 // `axle train` on one device replays its step (Note [Replaying a step]) from the third on, with
-// the bits of tracing every step; a mesh traces every step.
+// the bits of tracing every step; so does a mesh.
 TEST_F(ParallelTrainTest, OneDeviceReplaysItsStepWithTheBitsOfTracing) {
   TrainOptions o = Tiny(1, "");
   o.steps = 6;
@@ -86,10 +86,21 @@ TEST_F(ParallelTrainTest, OneDeviceReplaysItsStepWithTheBitsOfTracing) {
   EXPECT_THAT(out.str(), Not(HasSubstr("traced on every call")));
   ASSERT_EQ(replayed.steps.size(), traced.steps.size());
   for (size_t i = 0; i < traced.steps.size(); ++i) EXPECT_EQ(replayed.steps[i].loss, traced.steps[i].loss) << i;
+  // Over a mesh too (Note [Replaying a sharded step]), with the bits of tracing every step.
+  TrainOptions m = Tiny(4, "fsdp=2,tp=2");
+  m.steps = 6;
+  flags::set_replay(false);
+  std::ostringstream mesh_traced_out;
+  const TrainResult mesh_traced = Train(m, mesh_traced_out);
+  flags::set_replay(true);
   std::ostringstream mesh_out;
   const int64_t before_mesh = metrics().replays;
-  Train(Tiny(8, "dp=8"), mesh_out);
-  EXPECT_EQ(metrics().replays, before_mesh);
+  const TrainResult mesh_replayed = Train(m, mesh_out);
+  EXPECT_GE(metrics().replays - before_mesh, 3) << mesh_out.str();
+  EXPECT_THAT(mesh_out.str(), Not(HasSubstr("traced on every call")));
+  ASSERT_EQ(mesh_replayed.steps.size(), mesh_traced.steps.size());
+  for (size_t i = 0; i < mesh_traced.steps.size(); ++i)
+    EXPECT_EQ(mesh_replayed.steps[i].loss, mesh_traced.steps[i].loss) << i;
 }
 
 TEST_F(ParallelTrainTest, FsdpShardsEveryParameterAndItsOptimizerState) {
