@@ -396,8 +396,13 @@ class GlooCommunicator final : public runtime::Communicator {
     }
   }
 
+  // Each device's counters are touched by its own thread only (its calls, and RunCollectiveNode
+  // around them); the host reads them after the step.
   runtime::CollectiveStats stats(int device) const override {
     return devices_.at(static_cast<size_t>(Local(device))).stats;
+  }
+  void AddSeconds(int device, double seconds) override {
+    devices_.at(static_cast<size_t>(Local(device))).stats.seconds += seconds;
   }
 
  private:

@@ -180,6 +180,18 @@ std::unique_ptr<ShardedStep> CompileShardedStep(runtime::Backend& backend, const
   // per-device stages after it. The module after propagation is the step's interface: its
   // parameters' and results' shardings.
   spmd::RegisterPasses();
+  if (runtime::World* world = runtime::GetWorld(); world != nullptr && world->size() > 1) {
+    // Every process compiles the same step (they run one program): a different module means
+    // different flags or data-dependent tracing, found here rather than as a hang or wrong values.
+    const std::string mine = ir::HashModule(global).ToHex();
+    const auto all = world->AllGatherBytes({reinterpret_cast<const uint8_t*>(mine.data()), mine.size()},
+                                           fmt::format("the hash of step @{}", global.name()));
+    for (size_t r = 0; r < all.size(); ++r)
+      if (std::string(all[r].begin(), all[r].end()) != mine)
+        Fail("process {} traced another step than process {} (module hash {} there, {} here): every process must "
+             "run the same program with the same flags; AXLE_DUMP_DIR=DIR writes each process's step to compare",
+             r, world->rank(), std::string(all[r].begin(), all[r].end()).substr(0, 12), mine.substr(0, 12));
+  }
   std::unique_ptr<ir::Module> local = global.Clone();
   std::unique_ptr<ir::Module> annotated;
   passes::BuildPipeline(backend.target(), {.spmd = true})

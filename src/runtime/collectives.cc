@@ -51,6 +51,7 @@ CollectiveStats& CollectiveStats::operator+=(const CollectiveStats& o) {
   reduce_scatter_bytes += o.reduce_scatter_bytes;
   all_to_all_bytes += o.all_to_all_bytes;
   collective_permute_bytes += o.collective_permute_bytes;
+  seconds += o.seconds;
   return *this;
 }
 
@@ -531,6 +532,12 @@ class InProcessCommunicator final : public Communicator {
     return stats_[static_cast<size_t>(device)];
   }
 
+  void AddSeconds(int device, double seconds) override {
+    CheckDevice(device);
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_[static_cast<size_t>(device)].seconds += seconds;
+  }
+
  private:
   struct Call {
     Request request;
@@ -676,6 +683,13 @@ std::unique_ptr<Communicator> NewInProcessCommunicator(int num_devices) {
 void RunCollectiveNode(const ir::Node& n, const DeviceContext& device, const ir::Literal& in, ir::Literal& out) {
   Communicator& comm = *device.comm;
   const int d = device.device;
+  const auto start = std::chrono::steady_clock::now();
+  struct Timed {  // also when the call throws
+    Communicator& comm;
+    int d;
+    std::chrono::steady_clock::time_point start;
+    ~Timed() { comm.AddSeconds(d, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()); }
+  } timed{comm, d, start};
   switch (n.op()) {
     case ir::OpKind::kAllReduce: {
       const auto& a = n.attrs_as<ir::AllReduceAttrs>();

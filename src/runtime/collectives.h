@@ -46,6 +46,8 @@ struct CollectiveStats {
   int64_t reduce_scatter_bytes = 0;
   int64_t all_to_all_bytes = 0;
   int64_t collective_permute_bytes = 0;
+  // Wall time inside the calls (waiting for peers included): RunCollectiveNode measures it.
+  double seconds = 0;
 
   CollectiveStats& operator+=(const CollectiveStats& o);
 };
@@ -90,6 +92,8 @@ class Communicator {
   virtual void Reset() = 0;
   // Counters of `device` since the last Reset.
   virtual CollectiveStats stats(int device) const = 0;
+  // Adds to `device`'s CollectiveStats::seconds (RunCollectiveNode, around each call).
+  virtual void AddSeconds(int device, double seconds) = 0;
 };
 
 // Devices that are threads of this process: calls meet under a mutex and condition variable

@@ -3,11 +3,13 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <cmath>
 #include <fstream>
@@ -228,6 +230,26 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   if (processes > 1 && (!o.checkpoint_dir.empty() || !o.save.empty()))
     Fail("--checkpoint-dir and --save in a run of several processes: not yet (each process would write its own "
          "shards and one would commit; docs/checkpoint.md, \"Limits\"); run them in one process");
+  if (processes > 1) {
+    // Every process must train the same model on the same data: compare the flags now, with a
+    // message that names them, rather than at the first collective.
+    const std::string mine = FlagsJson(o).dump();
+    const auto all = runtime::GetWorld()->AllGatherBytes({reinterpret_cast<const uint8_t*>(mine.data()), mine.size()},
+                                                         "the flags of axle train");
+    const nlohmann::json here = FlagsJson(o);
+    for (size_t r = 0; r < all.size(); ++r) {
+      const nlohmann::json there = nlohmann::json::parse(std::string(all[r].begin(), all[r].end()));
+      std::vector<std::string> diff;
+      for (const auto& [key, value] : here.items())
+        if (there.value(key, nlohmann::json()) != value)
+          diff.push_back(fmt::format("--{} {} there, {} here", key, there.value(key, nlohmann::json()).dump(),
+                                     value.dump()));
+      if (!diff.empty())
+        Fail("process {} was started with other flags than process {} ({}): every process of a run takes the same "
+             "flags",
+             r, rank, fmt::join(diff, "; "));
+    }
+  }
   const std::optional<spmd::Mesh> mesh = ParseMesh(o.mesh, distributed::world_devices());
   if (mesh && o.batch % mesh->ir_mesh().AxesSize(BatchSpec(*mesh)[0].names) != 0)
     Fail("--batch {} does not split evenly over the mesh's batch axes ({}): use a multiple of {}", o.batch,
@@ -355,26 +377,50 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   const int64_t tokens_per_step = o.batch * o.seq;
   auto log = [&](StepLog s) {
     result.steps.push_back(s);
+    // SPMD counters (zero on one device): this process's devices' collectives in the last step
+    // that finished, bytes summed over its devices.
+    const runtime::CollectiveStats c = mesh ? detail::LastCollectiveStats() : runtime::CollectiveStats{};
+    const double collective_s = c.seconds / static_cast<double>(flags::cpu_devices());
+    // Several processes: every rank's step time, so that rank 0 can name the slowest.
+    std::vector<double> rank_step_s;
+    if (processes > 1) {
+      const double mine[2] = {s.step_s, collective_s};
+      const auto all = runtime::GetWorld()->AllGatherBytes(
+          {reinterpret_cast<const uint8_t*>(mine), sizeof mine}, fmt::format("the times of step {}", s.step));
+      for (const auto& b : all) {
+        double t[2];
+        std::memcpy(t, b.data(), sizeof t);
+        rank_step_s.push_back(t[0]);
+      }
+    }
+    const size_t slowest =
+        static_cast<size_t>(std::max_element(rank_step_s.begin(), rank_step_s.end()) - rank_step_s.begin());
     if (json.is_open()) {
       nlohmann::json j = {{"step", s.step},           {"loss", s.loss},
                           {"lr", s.lr},               {"tokens_per_s", s.tokens_per_s},
                           {"step_s", s.step_s},       {"compile_s", s.compile_s}};
       if (s.step == first_step) j["startup_s"] = result.startup_s;
-      // SPMD counters (zero on one device): bytes each step's collectives moved, summed over devices.
-      const runtime::CollectiveStats c = mesh ? detail::LastCollectiveStats() : runtime::CollectiveStats{};
       j["param_bytes_per_device"] = param_bytes;
       j["optimizer_bytes_per_device"] = optimizer_bytes;
       j["all_gather_bytes"] = c.all_gather_bytes;
       j["reduce_scatter_bytes"] = c.reduce_scatter_bytes;
       j["all_reduce_bytes"] = c.all_reduce_bytes;
       j["collectives"] = c.collectives;
+      j["collective_s_per_device"] = collective_s;  // inside collective calls, waiting included
+      if (processes > 1) {
+        j["rank"] = rank;
+        j["rank_step_s"] = rank_step_s;
+        j["slowest_rank"] = slowest;
+      }
       json << j.dump() << "\n" << std::flush;
     }
     if (s.step == first_step || s.step + 1 == last_step || (o.log_every > 0 && s.step % o.log_every == 0)) {
       if (bar) std::cerr << "\r" << std::string(70, ' ') << "\r";
-      out << fmt::format("step {} | loss {:.6f} | lr {:.3e} | tok/s {:.0f}{}\n", s.step, s.loss,
+      out << fmt::format("step {} | loss {:.6f} | lr {:.3e} | tok/s {:.0f}{}{}\n", s.step, s.loss,
                          s.lr, s.tokens_per_s,
-                         s.compile_s > 0 ? fmt::format(" | compile {:.2f} s", s.compile_s) : "")
+                         s.compile_s > 0 ? fmt::format(" | compile {:.2f} s", s.compile_s) : "",
+                         processes > 1 ? fmt::format(" | slowest rank {} ({:.3f} s)", slowest, rank_step_s[slowest])
+                                       : "")
           << std::flush;
     }
     if (bar) PrintProgress(s.step + 1, last_step, s.loss, s.tokens_per_s);

@@ -81,6 +81,32 @@ TEST_F(LaunchCliTest, AFailingRankEndsTheRunWithItsCode) {
   EXPECT_LT(took, 30);
 }
 
+// Ranks started with different flags stop before training, naming the flag.
+TEST_F(LaunchCliTest, RanksWithDifferentFlagsAreAClearError) {
+  RunResult r = RunAxle(fmt::format("launch --nproc 2 -- sh -c 'exec {} {} --devices 1 --lr $((RANK + 1))e-3'",
+                                    AXLE_BINARY, kTrain));
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("was started with other flags"));
+  EXPECT_THAT(r.output, HasSubstr("--lr 0.002 there, 0.001 here"));
+}
+
+// Each rank's log carries its step times and collective counters; rank 0's names the slowest.
+TEST_F(LaunchCliTest, TheLogNamesTheSlowestRank) {
+  const std::string log = Path("log.jsonl");
+  RunResult r = RunAxle(fmt::format("launch --nproc 2 -- {} {} --devices 1 --log-json {}", AXLE_BINARY, kTrain, log));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("| slowest rank "));
+  std::ifstream in(log);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  const nlohmann::json j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["rank"], 0);
+  EXPECT_EQ(j["rank_step_s"].size(), 2u);
+  EXPECT_TRUE(j["slowest_rank"] == 0 || j["slowest_rank"] == 1);
+  EXPECT_GT(j["all_reduce_bytes"].get<int64_t>(), 0);
+  EXPECT_GT(j["collective_s_per_device"].get<double>(), 0);
+}
+
 TEST_F(LaunchCliTest, BadMeshesAndMissingCommandsAreClearErrors) {
   RunResult r = RunAxle(fmt::format("launch --nproc 2 -- {} {} --devices 1 --mesh fsdp=4", AXLE_BINARY, kTrain));
   EXPECT_NE(r.status, 0);
