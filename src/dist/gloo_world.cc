@@ -41,6 +41,7 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/pair.h>
 #include <gloo/transport/unbound_buffer.h>
 
 #include <algorithm>
@@ -90,12 +91,18 @@ std::string LocalAddressToward(const std::string& master) {
   return out;
 }
 
-// The header before every payload (Note [Collectives as messages]).
+// The header before every payload (Note [Collectives as messages]). Its size is fixed, so a
+// peer that runs another program cannot make a receive overflow; a payload that fits travels
+// inside it, one message instead of two (most of a training step's collectives are scalars and
+// small vectors: the loss, norms, biases).
 struct Header {
   uint64_t hash = 0;   // std::hash of the full description
-  uint64_t bytes = 0;  // of the payload that follows
+  uint64_t bytes = 0;  // of the payload
   char text[176] = {};
+  uint8_t inline_payload[2048 - 192];
 };
+static_assert(sizeof(Header) == 2048);
+constexpr size_t kInlineBytes = sizeof(Header::inline_payload);
 
 Header MakeHeader(const std::string& what, size_t bytes) {
   Header h;
@@ -151,23 +158,25 @@ class Waits {
 
 // Names a Gloo rank of a context in messages ("process 2 (device 5)").
 using PeerName = std::function<std::string(int peer)>;
-// Turns a failure seen by this process into the run's first failure (Note [Who failed]).
-using FailureRecord = std::function<std::string(const std::string& mine)>;
+// Turns a failure seen by this process into the run's (Note [Who failed]); `hung` is the process
+// that did not answer within the timeout, -1 when the failure was not a timeout.
+using FailureRecord = std::function<std::string(const std::string& mine, int hung)>;
 
 // One round of messages on `ctx` (Note [Collectives as messages]): sends every Outgoing and
 // receives every Incoming, headers first. `slot` must be unique to this round among the
 // messages between any two ranks of the context.
+// `ranks_per_process`: the context's ranks of one process (peer / it = the peer's process).
 void Round(gloo::Context& ctx, uint64_t slot, const std::string& what, std::span<const Outgoing> out,
            std::span<const Incoming> in, std::chrono::milliseconds timeout, Waits& waits, const PeerName& name,
-           const FailureRecord& record) {
+           const FailureRecord& record, int ranks_per_process) {
   using Buffer = std::unique_ptr<gloo::transport::UnboundBuffer>;
   const auto deadline = Clock::now() + timeout;
   std::vector<Header> out_headers, in_headers(in.size());
-  out_headers.reserve(out.size());
+  out_headers.reserve(out.size());  // never reallocated: the sends point into it
   std::vector<Buffer> sends, header_recvs, payload_recvs;
-  auto fail = [&](int peer, const char* doing, const std::string& why) {
+  auto fail = [&](int peer, const char* doing, const std::string& why, bool timed_out = false) {
     const std::string mine = fmt::format("{}: {} {} failed: {}", what, doing, name(peer), why);
-    throw Error(record(mine));
+    throw Error(record(mine, timed_out ? peer / ranks_per_process : -1));
   };
   // Registered with `waits` for as long as they exist.
   struct Guard {
@@ -194,7 +203,8 @@ void Round(gloo::Context& ctx, uint64_t slot, const std::string& what, std::span
         fail(peer, recv ? "waiting for" : "sending to",
              fmt::format("no answer within {} s (AXLE_COLLECTIVE_TIMEOUT); it is hung, or waits for another "
                          "process",
-                         timeout.count() / 1000));
+                         timeout.count() / 1000),
+             /*timed_out=*/true);
       fail(peer, recv ? "receiving from" : "sending to",
            fmt::format("the connection broke (the process exited or was killed): {}", why));
     }
@@ -207,9 +217,10 @@ void Round(gloo::Context& ctx, uint64_t slot, const std::string& what, std::span
     }
     for (const Outgoing& m : out) {
       out_headers.push_back(MakeHeader(what, m.bytes));
+      if (m.bytes > 0 && m.bytes <= kInlineBytes) std::memcpy(out_headers.back().inline_payload, m.data, m.bytes);
       sends.push_back(track(ctx.createUnboundBuffer(&out_headers.back(), sizeof(Header))));
       sends.back()->send(m.peer, slot);
-      if (m.bytes > 0) {
+      if (m.bytes > kInlineBytes) {
         sends.push_back(track(ctx.createUnboundBuffer(const_cast<void*>(m.data), m.bytes)));
         sends.back()->send(m.peer, slot + 1);
       }
@@ -229,6 +240,10 @@ void Round(gloo::Context& ctx, uint64_t slot, const std::string& what, std::span
            name(-1), name(in[i].peer), what, in[i].bytes, name(in[i].peer),
            std::string(h.text, strnlen(h.text, sizeof h.text)), h.bytes);
     if (in[i].bytes == 0) continue;
+    if (in[i].bytes <= kInlineBytes) {
+      std::memcpy(in[i].data, h.inline_payload, in[i].bytes);
+      continue;
+    }
     payload_recvs.push_back(track(ctx.createUnboundBuffer(in[i].data, in[i].bytes)));
     try {
       payload_recvs.back()->recv(in[i].peer, slot + 1);
@@ -238,11 +253,11 @@ void Round(gloo::Context& ctx, uint64_t slot, const std::string& what, std::span
   }
   size_t k = 0;
   for (size_t i = 0; i < in.size(); ++i)
-    if (in[i].bytes > 0) wait(*payload_recvs[k++], true, in[i].peer);
+    if (in[i].bytes > kInlineBytes) wait(*payload_recvs[k++], true, in[i].peer);
   k = 0;
   for (const Outgoing& m : out) {
     wait(*sends[k++], false, m.peer);
-    if (m.bytes > 0) wait(*sends[k++], false, m.peer);
+    if (m.bytes > kInlineBytes) wait(*sends[k++], false, m.peer);
   }
 }
 
@@ -251,9 +266,9 @@ class GlooCommunicator final : public runtime::Communicator {
  public:
   GlooCommunicator(int global, int first, int local_devices, int processes,
                    std::vector<std::shared_ptr<gloo::Context>> contexts, std::chrono::milliseconds timeout,
-                   FailureRecord record)
+                   FailureRecord record, std::function<void()> on_abort)
       : global_(global), first_(first), local_(local_devices), processes_(processes), timeout_(timeout),
-        record_(std::move(record)), devices_(static_cast<size_t>(local_devices)) {
+        record_(std::move(record)), on_abort_(std::move(on_abort)), devices_(static_cast<size_t>(local_devices)) {
     for (int d = 0; d < local_devices; ++d) devices_[static_cast<size_t>(d)].ctx = std::move(contexts[static_cast<size_t>(d)]);
   }
 
@@ -309,10 +324,28 @@ class GlooCommunicator final : public runtime::Communicator {
     auto [members, position] = runtime::GroupOf(device, r, global_);
     runtime::CheckOut(r, out, runtime::CollectiveResultType(r, static_cast<int64_t>(members.size())));
     Dev& dev = Begin(device, r);
-    std::vector<Literal> theirs;
-    theirs.reserve(members.size());
     std::vector<Outgoing> send;
     std::vector<Incoming> recv;
+    int64_t outer = 1;
+    for (int64_t d = 0; d < dim; ++d) outer *= in.shape().dim(d);
+    if (outer == 1) {
+      // Each member's operand is one contiguous block of the result: received in place.
+      const size_t block = in.bytes().size();
+      for (size_t k = 0; k < members.size(); ++k) {
+        uint8_t* dst = out.mutable_bytes().data() + k * block;
+        if (k == position) {
+          if (block > 0) std::memcpy(dst, in.bytes().data(), block);
+          continue;
+        }
+        send.push_back({members[k], in.bytes().data(), block});
+        recv.push_back({members[k], dst, block});
+      }
+      Exchange(dev, device, r, 0, send, recv);
+      dev.stats.all_gather_bytes += in.type().ByteSize();
+      return;
+    }
+    std::vector<Literal> theirs;
+    theirs.reserve(members.size());
     std::vector<const Literal*> group;
     for (size_t k = 0; k < members.size(); ++k) {
       if (k == position) continue;
@@ -376,9 +409,19 @@ class GlooCommunicator final : public runtime::Communicator {
   }
 
   void Abort(int device, const std::string& reason) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (abort_.empty()) abort_ = fmt::format("device {} failed: {}", device, reason);
+      // The pairs may hold half-sent messages: this run cannot go on (Reset keeps the abort).
+      for (Dev& d : devices_) d.waits.Abort(abort_);
+    }
+    on_abort_();  // the other processes must not wait for this one (Note [Who failed])
+  }
+
+  // Every device of this process stops waiting and fails with `message` (the run lost a process).
+  void AbortAll(const std::string& message) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (abort_.empty()) abort_ = fmt::format("device {} failed: {}", device, reason);
-    // The pairs may hold half-sent messages: this run cannot go on (Reset keeps the abort).
+    if (abort_.empty()) abort_ = message;
     for (Dev& d : devices_) d.waits.Abort(abort_);
   }
 
@@ -443,7 +486,7 @@ class GlooCommunicator final : public runtime::Communicator {
     const std::string what = fmt::format("collective #{} of the step, {}", dev.step_call - 1, r.ToString());
     const uint64_t slot = (dev.call << 3) | (static_cast<uint64_t>(round) << 1);
     Round(*dev.ctx, slot, what, send, recv, timeout_, dev.waits,
-          [&](int peer) { return peer < 0 ? fmt::format("device {}", device) : PeerName(peer); }, record_);
+          [&](int peer) { return peer < 0 ? fmt::format("device {}", device) : PeerName(peer); }, record_, local_);
   }
 
   // Chunk k (along dim) of `in` to member k, and chunk `position` of every member's operand back,
@@ -474,6 +517,7 @@ class GlooCommunicator final : public runtime::Communicator {
   const int global_, first_, local_, processes_;
   const std::chrono::milliseconds timeout_;
   const FailureRecord record_;
+  const std::function<void()> on_abort_;
   std::vector<Dev> devices_;
   mutable std::mutex mu_;
   std::string abort_;
@@ -556,11 +600,31 @@ class GlooWorld final : public runtime::World {
     }
     host_ctx_ = state->contexts.back();
     state->contexts.pop_back();
-    comm_ = std::make_unique<GlooCommunicator>(global, first, local_, env_.size, std::move(state->contexts),
-                                               timeout_, [this](const std::string& mine) { return RecordFailure(mine); });
+    device_contexts_ = state->contexts;
+    comm_ = std::make_unique<GlooCommunicator>(
+        global, first, local_, env_.size, std::move(state->contexts), timeout_,
+        [this](const std::string& mine, int hung) { return RecordFailure(mine, hung); },
+        [this] { BreakConnections(); });
     // No process goes on before all are connected: one that failed right after would otherwise
     // leave the others half connected until the timeout.
     Barrier("the end of the rendezvous");
+    if (!host_.empty()) {
+      // Note [Who failed]: a process blocked on a peer that is alive but stopped (it failed on
+      // another peer) learns of the loss from the store, at once.
+      std::thread([this] {
+        try {
+          TcpStore watch(host_, port_, timeout_);
+          const std::vector<char> lost = watch.GetWithin("lost", std::chrono::hours(24 * 365));
+          const std::string message =
+              fmt::format("{} is lost (it exited, was killed or stopped answering)", std::string(lost.begin(), lost.end()));
+          comm_->AbortAll(message);
+          host_waits_.Abort(message);
+          BreakConnections();
+        } catch (const std::exception&) {
+          // The store is gone (rank 0 is): the broken pairs tell the others.
+        }
+      }).detach();
+    }
   }
 
   // Note [Who failed]: rank 0 serves the store that holds the run's first failure; when it has
@@ -572,7 +636,7 @@ class GlooWorld final : public runtime::World {
       if (auto* tcp = dynamic_cast<TcpStore*>(failures_.get())) tcp->Goodbye();  // a clean exit: not lost
     } catch (const std::exception&) {
     }
-    if (server_ && failure_seen_.load()) server_->WaitUntilAlone(/*own_clients=*/1, std::chrono::seconds(5));
+    if (server_ && failure_seen_.load()) server_->WaitForLifelines(std::chrono::seconds(10));
   }
 
   int rank() const override { return env_.rank; }
@@ -591,7 +655,7 @@ class GlooWorld final : public runtime::World {
     const uint64_t slot = (++host_call_) << 3;
     const std::string text = fmt::format("host exchange #{}: {}", host_call_, what);
     auto name = [&](int peer) { return peer < 0 ? fmt::format("process {}", me) : fmt::format("process {}", peer); };
-    auto record = [this](const std::string& m) { return RecordFailure(m); };
+    auto record = [this](const std::string& m, int hung) { return RecordFailure(m, hung); };
     // Sizes, then bytes.
     const uint64_t my_size = mine.size();
     std::vector<uint64_t> sizes(static_cast<size_t>(n), 0);
@@ -602,7 +666,7 @@ class GlooWorld final : public runtime::World {
       send.push_back({p, &my_size, sizeof my_size});
       recv.push_back({p, &sizes[static_cast<size_t>(p)], sizeof(uint64_t)});
     }
-    Round(*host_ctx_, slot, text + " (sizes)", send, recv, timeout_, host_waits_, name, record);
+    Round(*host_ctx_, slot, text + " (sizes)", send, recv, timeout_, host_waits_, name, record, 1);
     std::vector<std::vector<uint8_t>> out(static_cast<size_t>(n));
     out[static_cast<size_t>(me)].assign(mine.begin(), mine.end());
     send.clear();
@@ -613,11 +677,13 @@ class GlooWorld final : public runtime::World {
       send.push_back({p, mine.data(), mine.size()});
       recv.push_back({p, out[static_cast<size_t>(p)].data(), out[static_cast<size_t>(p)].size()});
     }
-    Round(*host_ctx_, slot | 2, text, send, recv, timeout_, host_waits_, name, record);
+    Round(*host_ctx_, slot | 2, text, send, recv, timeout_, host_waits_, name, record, 1);
     return out;
   }
 
   void Barrier(std::string_view what) override { AllGatherBytes({}, what); }
+
+  std::shared_ptr<gloo::Context> host_context() const { return host_ctx_; }
 
  private:
   std::unique_ptr<gloo::rendezvous::Store> NewStore() {
@@ -640,22 +706,52 @@ class GlooWorld final : public runtime::World {
     return ctx;
   }
 
-  std::string RecordFailure(const std::string& mine) {
+  // Closes every Gloo pair of this process, once: a process that failed must not leave its peers
+  // waiting for messages it will never send (they would notice only when it exits, or at the
+  // timeout). Its store connection stays: it is not lost, and the store still names the one that is.
+  void BreakConnections() {
+    if (broken_.exchange(true)) return;
+    std::vector<std::shared_ptr<gloo::Context>> all = device_contexts_;
+    all.push_back(host_ctx_);
+    for (const auto& ctx : all) {
+      if (ctx == nullptr) continue;
+      for (int i = 0; i < ctx->size; ++i) {
+        if (i == ctx->rank) continue;
+        try {
+          if (auto& pair = ctx->getPair(i)) pair->close();
+        } catch (const std::exception&) {
+        }
+      }
+    }
+  }
+
+  std::string RecordFailure(const std::string& mine, int hung) {
     std::lock_guard<std::mutex> lock(failure_mu_);
     failure_seen_.store(true);
     std::string unknown;
+    if (dir_.empty() && hung >= 0) {
+      // A process that stopped answering is lost too: the first to time out says which.
+      try {
+        TcpStore(host_, port_, std::chrono::seconds(2)).SetIfAbsent("lost", [&] {
+          const std::string p = fmt::format("process {}", hung);
+          return std::vector<char>(p.begin(), p.end());
+        }());
+      } catch (const std::exception&) {
+      }
+    }
+    BreakConnections();
     if (dir_.empty()) {
       try {
         // A connection of its own: a get that times out leaves it out of step.
         TcpStore probe(host_, port_, std::chrono::seconds(2));
         const std::vector<char> lost = probe.get("lost");
-        return fmt::format("{} is lost (it exited or was killed; process {} saw: {})",
+        return fmt::format("{} is lost (it exited, was killed or stopped answering; process {} saw: {})",
                            std::string(lost.begin(), lost.end()), env_.rank, mine);
       } catch (const std::exception& e) {
         const std::string why = e.what();
         if (env_.rank != 0 && (why.find("connection closed") != std::string::npos ||
                                why.find("no store at") != std::string::npos))
-          return fmt::format("process 0 is lost (the rendezvous store it served is gone; process {} saw: {})",
+          return fmt::format("process 0 is lost (the rendezvous store it served is gone: {}; process {} saw: {})", why,
                              env_.rank, mine);
         unknown = fmt::format(" (no process is known lost: {})", e.what());
       }
@@ -671,7 +767,8 @@ class GlooWorld final : public runtime::World {
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<gloo::rendezvous::Store> failures_;
   std::mutex failure_mu_;
-  std::atomic<bool> failure_seen_{false};
+  std::atomic<bool> failure_seen_{false}, broken_{false};
+  std::vector<std::shared_ptr<gloo::Context>> device_contexts_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::Context> host_ctx_;
   std::mutex host_mu_;
@@ -681,6 +778,12 @@ class GlooWorld final : public runtime::World {
 };
 
 }  // namespace
+
+std::shared_ptr<gloo::Context> HostGlooContext(runtime::World& world) {
+  auto* w = dynamic_cast<GlooWorld*>(&world);
+  if (w == nullptr) Fail("HostGlooContext: the world was not made by JoinGlooWorld");
+  return w->host_context();
+}
 
 std::unique_ptr<runtime::World> JoinGlooWorld(const LaunchEnv& env, int local_devices,
                                               std::chrono::milliseconds timeout) {

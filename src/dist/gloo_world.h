@@ -12,6 +12,10 @@
 #include <chrono>
 #include <memory>
 
+namespace gloo {
+class Context;
+}
+
 #include "dist/launch_env.h"
 #include "runtime/world.h"
 
@@ -22,5 +26,9 @@ namespace axle::dist {
 // within `timeout`, naming the store and what is missing.
 std::unique_ptr<runtime::World> JoinGlooWorld(const LaunchEnv& env, int local_devices,
                                               std::chrono::milliseconds timeout);
+
+// The processes' own Gloo context of a world JoinGlooWorld made (rank = process), for Gloo's
+// algorithms beside Axle's (bench/collectives.cc). Throws when `world` is not one.
+std::shared_ptr<gloo::Context> HostGlooContext(runtime::World& world);
 
 }  // namespace axle::dist

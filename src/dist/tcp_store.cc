@@ -156,7 +156,7 @@ void TcpStoreServer::Serve() {
     }
     s.clients.erase(fd);
     ::close(fd);
-    clients_.store(static_cast<int>(s.clients.size()));
+    lifelines_.store(static_cast<int>(s.lifeline.size()));
   };
   for (;;) {
     std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
@@ -172,7 +172,6 @@ void TcpStoreServer::Serve() {
         const int one = 1;
         ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         s.clients[fd];
-        clients_.store(static_cast<int>(s.clients.size()));
       }
     }
     for (size_t i = 2; i < fds.size(); ++i) {
@@ -213,6 +212,7 @@ void TcpStoreServer::Serve() {
             s.lifeline[fd] = key;
           else
             s.lifeline.erase(fd);
+          lifelines_.store(static_cast<int>(s.lifeline.size()));
           const std::string reply = Reply({});
           WriteAll(fd, reply.data(), reply.size());
         } else if (op == 'G') {
@@ -231,9 +231,9 @@ void TcpStoreServer::Serve() {
   }
 }
 
-void TcpStoreServer::WaitUntilAlone(int own_clients, std::chrono::milliseconds limit) {
+void TcpStoreServer::WaitForLifelines(std::chrono::milliseconds limit) {
   const auto deadline = Clock::now() + limit;
-  while (clients_.load() > own_clients && Clock::now() < deadline)
+  while (lifelines_.load() > 0 && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
@@ -309,6 +309,10 @@ std::vector<char> TcpStore::Request(char op, const std::string& key, const std::
 void TcpStore::set(const std::string& key, const std::vector<char>& data) { Request('S', key, data, timeout_); }
 
 std::vector<char> TcpStore::get(const std::string& key) { return Request('G', key, {}, timeout_); }
+
+std::vector<char> TcpStore::GetWithin(const std::string& key, std::chrono::milliseconds timeout) {
+  return Request('G', key, {}, timeout);
+}
 
 void TcpStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
   for (const std::string& k : keys) Request('G', k, {}, timeout);

@@ -27,9 +27,9 @@ class TcpStoreServer {
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
   int port() const { return port_; }
-  // Waits until at most `own_clients` connections are open (the others' processes have exited or
-  // closed theirs), or `limit` passed.
-  void WaitUntilAlone(int own_clients, std::chrono::milliseconds limit);
+  // Waits until no connection is a lifeline (every process said goodbye or is gone), or `limit`
+  // passed.
+  void WaitForLifelines(std::chrono::milliseconds limit);
 
  private:
   struct State;
@@ -37,7 +37,7 @@ class TcpStoreServer {
   int port_ = 0;
   int listen_fd_ = -1;
   int wake_[2] = {-1, -1};  // a pipe that ends Serve
-  std::atomic<int> clients_{0};
+  std::atomic<int> lifelines_{0};
   std::unique_ptr<State> state_;
   std::unique_ptr<std::thread> thread_;
 };
@@ -53,6 +53,8 @@ class TcpStore final : public gloo::rendezvous::Store {
   void set(const std::string& key, const std::vector<char>& data) override;
   // Waits for the key until the deadline given at construction.
   std::vector<char> get(const std::string& key) override;
+  // Waits for the key at most `timeout`.
+  std::vector<char> GetWithin(const std::string& key, std::chrono::milliseconds timeout);
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
 

@@ -287,6 +287,38 @@ TEST_F(DistTest, AKilledRankIsNamedByEverySurvivor) {
   }
 }
 
+// A rank that stops answering (SIGSTOP): the others give up after the collective timeout and
+// name it.
+TEST_F(DistTest, AHungRankIsNamedAfterTheTimeout) {
+  const int n = 3, victim = 1;
+  const auto start = Clock::now();
+  std::vector<Child> children = Start(n, 1, "StepsUntilAPeerDies", dir_.string(), {{"AXLE_COLLECTIVE_TIMEOUT", "3"}});
+  for (const Child& c : children)
+    while (ReadLog(c).find("ready") == std::string::npos && Clock::now() - start < std::chrono::seconds(60))
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ::kill(children[victim].pid, SIGSTOP);
+  const auto stopped_at = Clock::now();
+  // The survivors end on their own; then the stopped one is killed.
+  for (int r : {0, 2}) {
+    int status = 0;
+    while (::waitpid(children[static_cast<size_t>(r)].pid, &status, WNOHANG) == 0 &&
+           Clock::now() - stopped_at < std::chrono::seconds(60))
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    children[static_cast<size_t>(r)].status = status;
+    children[static_cast<size_t>(r)].pid = -1;
+  }
+  const double took = std::chrono::duration<double>(Clock::now() - stopped_at).count();
+  ::kill(children[victim].pid, SIGKILL);
+  ::waitpid(children[victim].pid, nullptr, 0);
+  EXPECT_LT(took, 30);
+  for (int r : {0, 2}) {
+    const std::string log = ReadLog(children[static_cast<size_t>(r)]);
+    EXPECT_TRUE(WIFEXITED(children[static_cast<size_t>(r)].status) && WEXITSTATUS(children[static_cast<size_t>(r)].status) == 3) << log;
+    EXPECT_THAT(log, HasSubstr("process 1 is lost")) << "rank " << r << ":\n" << log;
+  }
+}
+
 TEST_F(DistTest, ProcessesRunningDifferentProgramsFailWithBothDescriptions) {
   const auto start = Clock::now();
   std::vector<Child> children = Start(2, 1, "ProgramsThatDiffer", dir_.string());
