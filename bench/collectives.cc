@@ -7,8 +7,9 @@
 // For each size from 1 KB to MAX_BYTES (default 256 MB) by 4x, f32 payloads: all_reduce (sum)
 // against gloo::allreduce (its ring algorithm), all_gather against gloo::allgather, and
 // reduce_scatter alone (Gloo's current API has none). Each cell is the median of several calls
-// after one warm-up, as algorithm bandwidth (the payload of one process / time) and bus bandwidth
-// (NCCL's convention: what each link carries, all_reduce x 2(n-1)/n, the others x (n-1)/n).
+// after one warm-up (the slowest process's), as bus bandwidth (NCCL's convention: what each link
+// carries; the payload of one process / time, x 2(n-1)/n for all_reduce, x (n-1)/n for the others)
+// and the time of one call; the ratio is Gloo's time / Axle's (above 1: Axle is faster).
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/math.h>
@@ -77,9 +78,9 @@ int main(int argc, char** argv) {
     runtime::Communicator& comm = world.device_communicator();
     std::shared_ptr<gloo::Context> gloo = dist::HostGlooContext(world);
     if (rank == 0) {
-      std::printf("collectives over %d processes (%s), f32, GB/s: algorithm bandwidth (bus bandwidth)\n", n,
+      std::printf("collectives over %d processes (%s), f32: bus GB/s / time of one call\n", n,
                   distributed::describe().c_str());
-      std::printf("%8s | %-15s %-15s %6s | %-15s %-15s %6s | %-15s\n", "size", "axle all_reduce", "gloo allreduce",
+      std::printf("%8s | %-17s %-17s %6s | %-17s %-17s %6s | %-17s\n", "size", "axle all_reduce", "gloo allreduce",
                   "ratio", "axle all_gather", "gloo allgather", "ratio", "axle red_scatter");
     }
     const double ar_bus = 2.0 * (n - 1) / n, ag_bus = double(n - 1) / n;
@@ -116,11 +117,14 @@ int main(int argc, char** argv) {
         axle_rs = Median(bytes, [&] { comm.ReduceScatter(rank, in, scattered, ir::ReduceKind::kSum, 0, {}); });
       if (rank == 0) {
         auto cell = [&](double s, double bus) {
-          char buf[32];
-          std::snprintf(buf, sizeof buf, "%.3f (%.3f)", bytes / s / 1e9, bytes / s / 1e9 * bus);
+          char buf[48];
+          if (s >= 1e-2)
+            std::snprintf(buf, sizeof buf, "%.3f / %.0f ms", bytes / s / 1e9 * bus, s * 1e3);
+          else
+            std::snprintf(buf, sizeof buf, "%.3f / %.0f us", bytes / s / 1e9 * bus, s * 1e6);
           return std::string(buf);
         };
-        std::printf("%8s | %-15s %-15s %5.2fx | %-15s %-15s %5.2fx | %-15s\n", Size(bytes).c_str(),
+        std::printf("%8s | %-17s %-17s %5.2fx | %-17s %-17s %5.2fx | %-17s\n", Size(bytes).c_str(),
                     cell(axle_ar, ar_bus).c_str(), cell(gloo_ar, ar_bus).c_str(), gloo_ar / axle_ar,
                     cell(axle_ag, ag_bus).c_str(), cell(gloo_ag, ag_bus).c_str(), gloo_ag / axle_ag,
                     axle_rs > 0 ? cell(axle_rs, ag_bus).c_str() : "-");

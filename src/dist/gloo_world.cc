@@ -263,6 +263,15 @@ void Round(gloo::Context& ctx, uint64_t slot, const std::string& what, std::span
 
 // Devices of every process as Gloo ranks (Note [Collectives as messages]).
 class GlooCommunicator final : public runtime::Communicator {
+  // One of this process's devices.
+  struct Dev {
+    std::shared_ptr<gloo::Context> ctx;
+    uint64_t call = 0;       // collectives called since the run began: the slot of their messages
+    int64_t step_call = 0;   // since the step began (messages)
+    runtime::CollectiveStats stats;
+    Waits waits;
+    std::vector<std::vector<uint8_t>> scratch;  // all_reduce's received chunks, reused across calls
+  };
  public:
   GlooCommunicator(int global, int first, int local_devices, int processes,
                    std::vector<std::shared_ptr<gloo::Context>> contexts, std::chrono::milliseconds timeout,
@@ -283,8 +292,55 @@ class GlooCommunicator final : public runtime::Communicator {
     const int64_t n = static_cast<int64_t>(members.size()), e = out.NumElements(), w = DTypeSize(out.dtype());
     auto begin = [&](int64_t k) { return e * k / n; };
     const int64_t p = static_cast<int64_t>(position), mine_b = begin(p), mine_n = begin(p + 1) - mine_b;
+    std::vector<Outgoing> send;
+    std::vector<Incoming> recv;
+    if (std::vector<const void*> direct; IsSumProdFloat(out.dtype(), kind)) {
+      // f32/f64 sum/prod: the peers' chunks land in this device's scratch buffers and combine
+      // with its own straight into `out` (no copies of its own chunk, no fresh buffers).
+      dev.scratch.resize(members.size());
+      for (int64_t k = 0; k < n; ++k) {
+        if (k == p) {
+          direct.push_back(in.bytes().data() + mine_b * w);
+          continue;
+        }
+        std::vector<uint8_t>& buf = dev.scratch[static_cast<size_t>(k)];
+        buf.resize(static_cast<size_t>(mine_n * w));
+        const int peer = members[static_cast<size_t>(k)];
+        send.push_back({peer, in.bytes().data() + begin(k) * w, static_cast<size_t>((begin(k + 1) - begin(k)) * w)});
+        recv.push_back({peer, buf.data(), buf.size()});
+        direct.push_back(buf.data());
+      }
+      Exchange(dev, device, r, 0, send, recv);
+      runtime::collective::CombineContiguous(out.dtype(), kind, direct, out.mutable_bytes().data() + mine_b * w,
+                                             mine_n);
+    } else {
+      ExchangePieces(dev, device, r, in, out, kind, members, p, mine_b, mine_n, begin);
+    }
+    // Round 2: every combined chunk to everyone.
+    send.clear();
+    recv.clear();
+    for (int64_t k = 0; k < n; ++k) {
+      if (k == p) continue;
+      const int peer = members[static_cast<size_t>(k)];
+      send.push_back({peer, out.bytes().data() + mine_b * w, static_cast<size_t>(mine_n * w)});
+      recv.push_back({peer, out.mutable_bytes().data() + begin(k) * w, static_cast<size_t>((begin(k + 1) - begin(k)) * w)});
+    }
+    Exchange(dev, device, r, 1, send, recv);
+    dev.stats.all_reduce_bytes += in.type().ByteSize();
+  }
+
+  static bool IsSumProdFloat(DType t, ir::ReduceKind k) {
+    return (t == DType::kF32 || t == DType::kF64) && (k == ir::ReduceKind::kSum || k == ir::ReduceKind::kProd);
+  }
+
+  // all_reduce's first round for every other dtype and kind: chunk `p` of every operand as
+  // literals, combined by collective::Combine into out's chunk.
+  template <typename Begin>
+  void ExchangePieces(Dev& dev, int device, const CollectiveRequest& r, const Literal& in, Literal& out,
+                      ir::ReduceKind kind, const std::vector<int>& members, int64_t p, int64_t mine_b, int64_t mine_n,
+                      const Begin& begin) {
+    const int64_t n = static_cast<int64_t>(members.size()), w = DTypeSize(out.dtype());
     const ir::TensorType piece(out.dtype(), Shape({mine_n}));
-    // Round 1: chunk k of every operand to member k.
     std::vector<Literal> pieces;
     pieces.reserve(members.size());
     std::vector<Outgoing> send;
@@ -306,17 +362,6 @@ class GlooCommunicator final : public runtime::Communicator {
     runtime::collective::Combine(group, kind, combined, 0, mine_n);
     if (mine_n > 0)
       std::memcpy(out.mutable_bytes().data() + mine_b * w, combined.bytes().data(), static_cast<size_t>(mine_n * w));
-    // Round 2: every combined chunk to everyone.
-    send.clear();
-    recv.clear();
-    for (int64_t k = 0; k < n; ++k) {
-      if (k == p) continue;
-      const int peer = members[static_cast<size_t>(k)];
-      send.push_back({peer, out.bytes().data() + mine_b * w, static_cast<size_t>(mine_n * w)});
-      recv.push_back({peer, out.mutable_bytes().data() + begin(k) * w, static_cast<size_t>((begin(k + 1) - begin(k)) * w)});
-    }
-    Exchange(dev, device, r, 1, send, recv);
-    dev.stats.all_reduce_bytes += in.type().ByteSize();
   }
 
   void AllGather(int device, const Literal& in, Literal& out, int64_t dim, const ir::ReplicaGroups& groups) override {
@@ -365,6 +410,34 @@ class GlooCommunicator final : public runtime::Communicator {
     auto [members, position] = runtime::GroupOf(device, r, global_);
     runtime::CheckOut(r, out, runtime::CollectiveResultType(r, static_cast<int64_t>(members.size())));
     Dev& dev = Begin(device, r);
+    int64_t outer = 1;
+    for (int64_t d = 0; d < dim; ++d) outer *= in.shape().dim(d);
+    if (outer == 1 && IsSumProdFloat(in.dtype(), kind)) {
+      // Chunk k is one contiguous block of the operand: sent from it, received into scratch,
+      // combined straight into `out` (as all_reduce's first round).
+      const size_t block = out.bytes().size();
+      const int64_t n = static_cast<int64_t>(members.size());
+      dev.scratch.resize(members.size());
+      std::vector<Outgoing> send;
+      std::vector<Incoming> recv;
+      std::vector<const void*> direct;
+      for (int64_t k = 0; k < n; ++k) {
+        if (k == static_cast<int64_t>(position)) {
+          direct.push_back(in.bytes().data() + k * block);
+          continue;
+        }
+        std::vector<uint8_t>& buf = dev.scratch[static_cast<size_t>(k)];
+        buf.resize(block);
+        send.push_back({members[static_cast<size_t>(k)], in.bytes().data() + k * block, block});
+        recv.push_back({members[static_cast<size_t>(k)], buf.data(), block});
+        direct.push_back(buf.data());
+      }
+      Exchange(dev, device, r, 0, send, recv);
+      runtime::collective::CombineContiguous(out.dtype(), kind, direct, out.mutable_bytes().data(),
+                                             out.NumElements());
+      dev.stats.reduce_scatter_bytes += in.type().ByteSize();
+      return;
+    }
     std::vector<Literal> parts = ChunksFor(dev, device, r, in, dim, members, position, out.type());
     std::vector<const Literal*> group;
     for (const Literal& l : parts) group.push_back(&l);
@@ -449,13 +522,6 @@ class GlooCommunicator final : public runtime::Communicator {
   }
 
  private:
-  struct Dev {
-    std::shared_ptr<gloo::Context> ctx;
-    uint64_t call = 0;       // collectives called since the run began: the slot of their messages
-    int64_t step_call = 0;   // since the step began (messages)
-    runtime::CollectiveStats stats;
-    Waits waits;
-  };
 
   int Local(int device) const {
     if (device < first_ || device >= first_ + local_)

@@ -137,6 +137,43 @@ void CombineInt(std::span<const Literal* const> group, ReduceKind kind, int64_t 
   }
 }
 
+// Sum or product of f32/f64 members, blockwise: each block's accumulators (double) take the
+// members one after another, so every element still combines in member order from the same
+// initial value, bit for bit as CombineFloatRun, but the inner loops run over contiguous elements
+// and vectorize (all_reduce of gradients: ~4x CombineFloatRun's scalar loop here).
+template <ReduceKind K, typename T>
+void CombineSumProd(std::span<const void* const> members, int64_t count, T* out) {
+  constexpr int64_t kBlock = 512;
+  double acc[kBlock];
+  for (int64_t b = 0; b < count; b += kBlock) {
+    const int64_t n = std::min(kBlock, count - b);
+    for (int64_t j = 0; j < n; ++j) acc[j] = K == ReduceKind::kSum ? -0.0 : 1.0;
+    for (const void* m : members) {
+      const T* x = static_cast<const T*>(m) + b;
+      if constexpr (K == ReduceKind::kSum)
+        for (int64_t j = 0; j < n; ++j) acc[j] += static_cast<double>(x[j]);
+      else
+        for (int64_t j = 0; j < n; ++j) acc[j] *= static_cast<double>(x[j]);
+    }
+    for (int64_t j = 0; j < n; ++j) out[b + j] = static_cast<T>(acc[j]);
+  }
+}
+
+template <typename T>
+bool SumProd(ReduceKind kind, std::span<const void* const> members, int64_t count, T* out) {
+  if (kind == ReduceKind::kSum) return CombineSumProd<ReduceKind::kSum>(members, count, out), true;
+  if (kind == ReduceKind::kProd) return CombineSumProd<ReduceKind::kProd>(members, count, out), true;
+  return false;
+}
+
+template <typename T>
+bool SumProd(std::span<const Literal* const> group, ReduceKind kind, int64_t src, int64_t count, T* out) {
+  if (kind != ReduceKind::kSum && kind != ReduceKind::kProd) return false;
+  std::vector<const void*> members;
+  for (const Literal* m : group) members.push_back(m->data<T>() + src);
+  return SumProd(kind, members, count, out);
+}
+
 // Combines elements [src, src + count) of the members into elements [dst, dst + count) of out.
 // (Integers start from the first member's value: the identity combined with x is x, bit for bit.)
 void CombineRange(std::span<const Literal* const> group, ReduceKind kind, int64_t src, Literal& out, int64_t dst,
@@ -146,12 +183,14 @@ void CombineRange(std::span<const Literal* const> group, ReduceKind kind, int64_
   switch (t) {
     case DType::kF32: {
       float* o = out.mutable_data<float>() + dst;
+      if (SumProd(group, kind, src, count, o)) return;
       return CombineFloat(
           group, kind, src, count, [](const Literal& l, int64_t i) { return static_cast<double>(l.data<float>()[i]); },
           [o](int64_t i, double v) { o[i] = static_cast<float>(v); });
     }
     case DType::kF64: {
       double* o = out.mutable_data<double>() + dst;
+      if (SumProd(group, kind, src, count, o)) return;
       return CombineFloat(
           group, kind, src, count, [](const Literal& l, int64_t i) { return l.data<double>()[i]; },
           [o](int64_t i, double v) { o[i] = v; });
@@ -202,6 +241,12 @@ void CheckGroup(std::span<const Literal* const> group, const char* what) {
 }
 
 }  // namespace
+
+bool CombineContiguous(DType dtype, ReduceKind kind, std::span<const void* const> members, void* out, int64_t count) {
+  if (dtype == DType::kF32) return SumProd(kind, members, count, static_cast<float*>(out));
+  if (dtype == DType::kF64) return SumProd(kind, members, count, static_cast<double*>(out));
+  return false;
+}
 
 void Combine(std::span<const Literal* const> group, ReduceKind kind, Literal& out, int64_t begin, int64_t end) {
   CheckGroup(group, "all_reduce");

@@ -112,6 +112,11 @@ void ReduceScatter(std::span<const ir::Literal* const> group, ir::ReduceKind kin
                    ir::Literal& out);
 void AllToAll(std::span<const ir::Literal* const> group, int64_t split_dim, int64_t concat_dim, size_t position,
               ir::Literal& out);
+// out[i] = the combination of members[m][i] over m in order, i < count, for f32 and f64 sum and
+// prod (the gradients' all-reduce) straight from element pointers, bitwise Combine's; false (and
+// nothing done) for other dtypes and kinds, which go through Combine.
+bool CombineContiguous(DType dtype, ir::ReduceKind kind, std::span<const void* const> members, void* out,
+                       int64_t count);
 // Chunk k of n along `dim` (dims[dim] divisible by n): what reduce_scatter and all_to_all send
 // to member k.
 ir::Literal Chunk(const ir::Literal& x, int64_t dim, int64_t k, int64_t n);
