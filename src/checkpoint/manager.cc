@@ -32,6 +32,7 @@
 #include "core/error.h"
 #include "frontend/lazy.h"
 #include "frontend/sharded_step.h"
+#include "runtime/world.h"
 #include "spmd/shard_util.h"
 
 namespace axle::checkpoint {
@@ -412,6 +413,17 @@ void Manager::RethrowError() {
   if (e) std::rethrow_exception(e);
 }
 
+namespace {
+// A run of several processes holds only its own devices' shards: saving and restoring need each
+// process to write and read its own blocks, behind a barrier and one committer (not yet).
+void CheckOneProcess(const char* what, int64_t step) {
+  if (const runtime::World* w = runtime::GetWorld(); w != nullptr && w->size() > 1)
+    Fail("checkpoint {} of step {}: this process is one of {} (docs/spmd.md, \"Several processes\"); checkpoints of "
+         "a run of several processes are not supported yet: save from a run of one process",
+         what, step, w->size());
+}
+}  // namespace
+
 bool Manager::save(int64_t step, const State& state, bool force) {
   if (!save_async(step, state, force)) return false;
   wait();
@@ -420,6 +432,7 @@ bool Manager::save(int64_t step, const State& state, bool force) {
 
 bool Manager::save_async(int64_t step, const State& state, bool force) {
   RethrowError();
+  CheckOneProcess("save", step);
   if (options_.read_only) Fail("checkpoint save of step {}: the Manager of '{}' is read-only", step, dir_);
   if (!force && !should_save(step)) return false;
   if (step < 0) Fail("checkpoint save: step {} is negative", step);
@@ -627,6 +640,7 @@ json Manager::read_extra(int64_t step) const {
 
 void Manager::restore(int64_t step, State& state) {
   RethrowError();
+  CheckOneProcess("restore", step);
   const std::string step_dir = StepDir(step);
   if (!fs::is_directory(step_dir)) {
     const std::vector<int64_t> steps = all_steps();
