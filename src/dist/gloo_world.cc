@@ -20,18 +20,25 @@
 // Note [Who failed]: a process that dies closes its sockets, and its peers' Gloo calls fail at
 // once; one that hangs is found by the timeout. But Gloo hands a broken pair's error to every
 // pending operation of the context, so the peer a failed call waited for is not necessarily the
-// one that died, and survivors that exit after the victim break their pairs too. The rendezvous
-// store knows better: each process keeps a connection to it as its lifeline (TcpStore::Hello),
-// and the server records the first process whose lifeline closes before its goodbye as "lost".
-// A process that sees a failure asks for that record (waiting a moment: the closes arrive
-// together) and names the lost process; rank 0, which serves the store, stays at exit until the
-// others have read it (LingerAfterFailure). Without a lost process (a hang: the timeout), or
-// when rank 0 itself is gone, the message is the process's own view.
+// one that died, and survivors that stop after the victim break their pairs too. The rendezvous
+// store knows better:
+//   * each process keeps a connection to it as its lifeline (TcpStore::Hello), and the server
+//     records the first process whose lifeline closes before its goodbye as "lost"; a process
+//     that times out waiting for a peer records that peer (set-if-absent);
+//   * every process watches the record (a thread blocked in a get of "lost") and, when it
+//     appears, stops its devices' waits with "process R is lost": a survivor blocked on a peer
+//     that is alive but stopped learns of the loss at once;
+//   * a process that fails closes all its Gloo pairs (BreakConnections), so no peer waits for a
+//     message it will never send, and reports the record when there is one;
+//   * rank 0, which serves the store, stays at exit until every other process has said goodbye
+//     or gone (at most 10 s: LingerAfterFailure), so that the record outlives it.
+// When rank 0 itself is gone the survivors say so; with a file store (no server) each reports
+// its own view.
 #include "dist/gloo_world.h"
 
 #include <arpa/inet.h>
-#include <signal.h>
 #include <netdb.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -273,10 +280,9 @@ class GlooCommunicator final : public runtime::Communicator {
     std::vector<std::vector<uint8_t>> scratch;  // all_reduce's received chunks, reused across calls
   };
  public:
-  GlooCommunicator(int global, int first, int local_devices, int processes,
-                   std::vector<std::shared_ptr<gloo::Context>> contexts, std::chrono::milliseconds timeout,
-                   FailureRecord record, std::function<void()> on_abort)
-      : global_(global), first_(first), local_(local_devices), processes_(processes), timeout_(timeout),
+  GlooCommunicator(int global, int first, int local_devices, std::vector<std::shared_ptr<gloo::Context>> contexts,
+                   std::chrono::milliseconds timeout, FailureRecord record, std::function<void()> on_abort)
+      : global_(global), first_(first), local_(local_devices), timeout_(timeout),
         record_(std::move(record)), on_abort_(std::move(on_abort)), devices_(static_cast<size_t>(local_devices)) {
     for (int d = 0; d < local_devices; ++d) devices_[static_cast<size_t>(d)].ctx = std::move(contexts[static_cast<size_t>(d)]);
   }
@@ -580,7 +586,7 @@ class GlooCommunicator final : public runtime::Communicator {
     return parts;
   }
 
-  const int global_, first_, local_, processes_;
+  const int global_, first_, local_;
   const std::chrono::milliseconds timeout_;
   const FailureRecord record_;
   const std::function<void()> on_abort_;
@@ -668,7 +674,7 @@ class GlooWorld final : public runtime::World {
     state->contexts.pop_back();
     device_contexts_ = state->contexts;
     comm_ = std::make_unique<GlooCommunicator>(
-        global, first, local_, env_.size, std::move(state->contexts), timeout_,
+        global, first, local_, std::move(state->contexts), timeout_,
         [this](const std::string& mine, int hung) { return RecordFailure(mine, hung); },
         [this] { BreakConnections(); });
     // No process goes on before all are connected: one that failed right after would otherwise
