@@ -192,17 +192,22 @@ TEST(DistWorker, CollectivesMatchTheInterpreter) {
   std::printf("DistWorker done\n");
 }
 
+// A step of one all_reduce of an f32[size] over every device of the run, compiled for them.
+std::unique_ptr<runtime::ReplicatedExecutable> AllReduceOnEveryDevice(int64_t size, ir::ReduceKind kind) {
+  const int64_t n = distributed::world_devices();
+  ir::Module m("all_reduce");
+  m.set_num_replicas(n);
+  ir::Builder b(m.AddFunction("main"), ir::ShapeContext{n});
+  ir::Value* x = b.Parameter(0, ir::TensorType(DType::kF32, Shape{size}), "x");
+  b.Return({b.Build1(ir::OpKind::kAllReduce, {x}, ir::AllReduceAttrs{kind, {}})});
+  return runtime::ReplicatedExecutable::Compile(runtime::GetBackend("cpu"), m);
+}
+
 // An all_reduce step again and again, until a peer disappears.
 TEST(DistWorker, StepsUntilAPeerDies) {
   WORKER_ONLY("StepsUntilAPeerDies");
   ASSERT_TRUE(distributed::Init());
-  const int64_t n = distributed::world_devices();
-  ir::Module m("steps");
-  m.set_num_replicas(n);
-  ir::Builder b(m.AddFunction("main"), ir::ShapeContext{n});
-  ir::Value* x = b.Parameter(0, ir::TensorType(DType::kF32, Shape{1024}), "x");
-  b.Return({b.Build1(ir::OpKind::kAllReduce, {x}, ir::AllReduceAttrs{ir::ReduceKind::kSum, {}})});
-  auto exe = runtime::ReplicatedExecutable::Compile(runtime::GetBackend("cpu"), m);
+  auto exe = AllReduceOnEveryDevice(1024, ir::ReduceKind::kSum);
   std::printf("ready\n");
   std::fflush(stdout);
   try {
@@ -223,14 +228,8 @@ TEST(DistWorker, StepsUntilAPeerDies) {
 TEST(DistWorker, ProgramsThatDiffer) {
   WORKER_ONLY("ProgramsThatDiffer");
   ASSERT_TRUE(distributed::Init());
-  const int64_t n = distributed::world_devices();
-  ir::Module m("differ");
-  m.set_num_replicas(n);
-  ir::Builder b(m.AddFunction("main"), ir::ShapeContext{n});
   const int64_t size = distributed::rank() == 1 ? 16 : 8;
-  ir::Value* x = b.Parameter(0, ir::TensorType(DType::kF32, Shape{size}), "x");
-  b.Return({b.Build1(ir::OpKind::kAllReduce, {x}, ir::AllReduceAttrs{ir::ReduceKind::kMax, {}})});
-  auto exe = runtime::ReplicatedExecutable::Compile(runtime::GetBackend("cpu"), m);
+  auto exe = AllReduceOnEveryDevice(size, ir::ReduceKind::kMax);
   try {
     std::vector<std::vector<runtime::BufferPtr>> args;
     args.push_back({std::make_shared<ir::Literal>(ir::Literal::Splat(ir::TensorType(DType::kF32, Shape{size}), 1))});

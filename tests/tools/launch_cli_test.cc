@@ -13,21 +13,13 @@
 namespace axle {
 namespace {
 
-namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using testing::RunAxle;
 using testing::RunResult;
 
-class LaunchCliTest : public ::testing::Test {
+class LaunchCliTest : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("axle_launch_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Path(const std::string& name) { return (dir_ / name).string(); }
+  LaunchCliTest() : TempDirTest("axle_launch_cli") {}
 
   std::vector<double> Losses(const std::string& file) {
     std::ifstream in(file);
@@ -36,8 +28,6 @@ class LaunchCliTest : public ::testing::Test {
     while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line)["loss"].get<double>());
     return out;
   }
-
-  fs::path dir_;
 };
 
 const char* kTrain = "train --config tiny --steps 3 --batch 8 --seq 16 --no-progress --samples 0 --backend cpu";

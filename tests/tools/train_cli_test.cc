@@ -20,17 +20,9 @@ using ::testing::HasSubstr;
 using testing::RunAxle;
 using testing::RunResult;
 
-class TrainCliTest : public ::testing::Test {
+class TrainCliTest : public testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("axle_train_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string Path(const std::string& name) { return (dir_ / name).string(); }
-  fs::path dir_;
+  TrainCliTest() : TempDirTest("axle_train_cli") {}
 };
 
 // A short run: the loss falls, the log has every field, and only step 0 compiles.
