@@ -1,7 +1,8 @@
 // axle launch --nproc N [--master-port P] [--grace S] -- COMMAND [ARGS...]
 // Starts N local processes of COMMAND as one run, with torchrun's variables (RANK, WORLD_SIZE,
-// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), for users without a launcher
-// (docs/spmd.md, "Launchers").
+// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and AXLE_LAUNCH_ID (this launch's id:
+// the launcher's name in `processes:` lines), for users without a launcher (docs/spmd.md,
+// "Several processes").
 //
 // Note [The launcher's failure rule]: when a process fails (a non-zero exit or a signal), the
 // others get --grace seconds to notice on their own (a peer that dies breaks their connections,
@@ -17,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <iostream>
