@@ -222,7 +222,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   if (o.devices < 0) Fail("--devices {}: must be at least 1", o.devices);
   if (o.devices > 0) flags::set_cpu_devices(o.devices);
   // A run of several processes (torchrun, mpirun, srun, axle launch): --devices is each process's
-  // share, the mesh spans them all, and rank 0 does the talking (Note [One run, several processes]).
+  // share, the mesh spans them all, and rank 0 does the talking (docs/spmd.md, "Several processes").
   distributed::Init();
   const int rank = distributed::rank(), processes = distributed::world_size();
   std::ostringstream quiet;
@@ -233,10 +233,10 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   if (processes > 1) {
     // Every process must train the same model on the same data: compare the flags now, with a
     // message that names them, rather than at the first collective.
-    const std::string mine = FlagsJson(o).dump();
+    const nlohmann::json here = FlagsJson(o);
+    const std::string mine = here.dump();
     const auto all = runtime::GetWorld()->AllGatherBytes({reinterpret_cast<const uint8_t*>(mine.data()), mine.size()},
                                                          "the flags of axle train");
-    const nlohmann::json here = FlagsJson(o);
     for (size_t r = 0; r < all.size(); ++r) {
       const nlohmann::json there = nlohmann::json::parse(std::string(all[r].begin(), all[r].end()));
       std::vector<std::string> diff;
