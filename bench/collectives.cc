@@ -1,4 +1,4 @@
-// Collective bandwidth across processes: Axle's Gloo communicator (src/dist/gloo_world.cc) against
+// Collective bandwidth across processes: Axle's Gloo communicator (src/dist/gloo_communicator.cc) against
 // Gloo's own algorithms on the same processes, pairs and sockets (bench/README.md, "Collectives
 // across processes").
 //

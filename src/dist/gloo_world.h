@@ -6,7 +6,7 @@
 // one more context for host-side exchanges. Collectives are point-to-point messages between the
 // members of a group, each member combining what it receives in member order exactly as the
 // in-process communicator does, so results are bitwise the reference interpreter's whatever the
-// process layout (Note [Collectives as messages], gloo_world.cc).
+// process layout (Note [Collectives as messages], gloo_communicator.cc).
 #pragma once
 
 #include <chrono>
