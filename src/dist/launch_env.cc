@@ -1,5 +1,6 @@
 #include "dist/launch_env.h"
 
+#include <cctype>
 #include <cstdlib>
 #include <optional>
 
