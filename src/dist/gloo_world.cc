@@ -40,6 +40,7 @@
 #include <filesystem>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "core/error.h"
@@ -235,6 +236,59 @@ class GlooWorld final : public runtime::World {
   }
 
   void Barrier(std::string_view what) override { AllGatherBytes({}, what); }
+
+  // Note [Keyed exchanges]: each process sets "keyed/<key>/<rank>" in the rendezvous store and
+  // waits for the others' in slices of a fraction of a second, checking between slices whether a
+  // process was lost (the watcher aborts host_waits_), so a loss ends the wait at once rather than
+  // at the timeout. A TCP get that times out leaves its connection out of step: each empty slice
+  // opens a new one.
+  std::vector<std::vector<uint8_t>> ExchangeByKey(std::string_view key, std::span<const uint8_t> mine,
+                                                  std::string_view what) override {
+    using Clock = std::chrono::steady_clock;
+    const std::string prefix = fmt::format("keyed/{}/", key);
+    const int n = env_.size, me = env_.rank;
+    std::vector<std::vector<uint8_t>> out(static_cast<size_t>(n));
+    out[static_cast<size_t>(me)].assign(mine.begin(), mine.end());
+    try {
+      NewStore()->set(prefix + std::to_string(me), std::vector<char>(mine.begin(), mine.end()));
+    } catch (const std::exception& e) {
+      Fail("{} (keyed exchange '{}'): process {} cannot reach the rendezvous store: {}", what, key, me, e.what());
+    }
+    const auto deadline = Clock::now() + timeout_;
+    const auto slice = std::chrono::milliseconds(250);
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      const std::string k = prefix + std::to_string(p);
+      for (;;) {
+        if (const std::string lost = host_waits_.reason(); !lost.empty())
+          Fail("{} (keyed exchange '{}'): {}", what, key, lost);
+        std::optional<std::vector<char>> value;
+        try {
+          if (!dir_.empty()) {
+            gloo::rendezvous::FileStore files(dir_);
+            files.wait({k}, slice);
+            value = files.get(k);
+          } else {
+            value = TcpStore(host_, port_, std::chrono::seconds(5)).GetWithin(k, slice);
+          }
+        } catch (const std::exception& e) {
+          const std::string why = e.what();
+          if (why.find("connection closed") != std::string::npos || why.find("no store at") != std::string::npos)
+            Fail("{} (keyed exchange '{}'): process 0 is lost (the rendezvous store it served is gone: {})", what, key,
+                 why);
+        }
+        if (value) {
+          out[static_cast<size_t>(p)].assign(value->begin(), value->end());
+          break;
+        }
+        if (Clock::now() > deadline)
+          Fail("{} (keyed exchange '{}'): process {} did not take part within {} s (AXLE_COLLECTIVE_TIMEOUT): it is "
+               "stuck, late, or running another program",
+               what, key, p, timeout_.count() / 1000);
+      }
+    }
+    return out;
+  }
 
   std::shared_ptr<gloo::Context> host_context() const { return host_ctx_; }
 

@@ -30,4 +30,8 @@ bool IsLocalDevice(int64_t device) {
 
 int ProcessRank() { return g_world ? g_world->rank() : 0; }
 
+int ProcessCount() { return g_world ? g_world->size() : 1; }
+
+int ProcessOfDevice(int64_t device) { return g_world ? static_cast<int>(device / g_world->local_devices()) : 0; }
+
 }  // namespace axle::runtime

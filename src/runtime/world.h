@@ -35,6 +35,13 @@ class World {
   // part within flags::collective_timeout().
   virtual std::vector<std::vector<uint8_t>> AllGatherBytes(std::span<const uint8_t> mine, std::string_view what) = 0;
   virtual void Barrier(std::string_view what) = 0;
+  // An all-gather that any thread may start at any time, unordered with the exchanges above and
+  // with other keyed ones: every process calls it once with the same `key` (unique in the run).
+  // It goes through the rendezvous store, so it suits a few kilobytes now and then (a background
+  // checkpoint save's metadata), not a step's traffic. Throws axle::Error naming the process that
+  // did not take part within flags::collective_timeout(), or the process that was lost.
+  virtual std::vector<std::vector<uint8_t>> ExchangeByKey(std::string_view key, std::span<const uint8_t> mine,
+                                                          std::string_view what) = 0;
 
   // The communicator of every process's devices (global device ids; this process calls it for
   // its own devices only).
@@ -54,7 +61,10 @@ int64_t GlobalDevices();
 int64_t FirstLocalDevice();
 // Whether global device `device` is one of this process's.
 bool IsLocalDevice(int64_t device);
-// This process's rank, 0 without a world.
+// This process's rank, 0 without a world; the number of processes, 1 without one.
 int ProcessRank();
+int ProcessCount();
+// The process that drives global device `device`.
+int ProcessOfDevice(int64_t device);
 
 }  // namespace axle::runtime
