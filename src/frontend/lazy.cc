@@ -344,6 +344,23 @@ std::shared_ptr<ShardedData> AsyncBuffer::GetSharded() {
   return sharded_;
 }
 
+std::vector<runtime::BufferPtr> AsyncBuffer::ExclusiveBuffers() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!ready_ || error_) return {};
+  if (sharded_ == nullptr) {
+    if (buffer_ == nullptr || buffer_.use_count() != 1) return {};
+    return {buffer_};
+  }
+  if (sharded_.use_count() != 1 || (buffer_ != nullptr && buffer_.use_count() != 1)) return {};
+  std::map<const ir::Literal*, long> uses;  // replicas may share one buffer
+  for (const runtime::BufferPtr& b : sharded_->shards)
+    if (b != nullptr) ++uses[b.get()];
+  for (const runtime::BufferPtr& b : sharded_->shards)
+    if (b != nullptr && b.use_count() != uses[b.get()]) return {};
+  buffer_ = nullptr;  // the assembled copy, if any: rebuilt from the shards when read again
+  return sharded_->shards;
+}
+
 std::shared_ptr<ShardedData> AsyncBuffer::TakeSharded() {
   std::unique_lock<std::mutex> lock(mu_);
   WaitReady(lock);

@@ -56,6 +56,12 @@ class AsyncBuffer {
   std::shared_ptr<ShardedData> GetSharded();
   std::shared_ptr<ShardedData> TakeSharded();
   bool ready();
+  // The buffers that hold the ready value (the local shards, nullptr for other processes'
+  // devices; or the one buffer), when nothing but this AsyncBuffer refers to them: whoever holds
+  // the AsyncBuffer alone may then overwrite the value in place (a checkpoint restore). An
+  // assembled copy of a sharded value that nobody else holds is dropped first (it would go
+  // stale). Empty when anything else holds a buffer, or the value is not ready or failed.
+  std::vector<runtime::BufferPtr> ExclusiveBuffers();
 
   std::string origin;  // where the data came from, for recompilation reports
   // The layout the value has (or will have, once its step finishes) on the devices, when it is
