@@ -16,9 +16,14 @@
 // One directory per step, DIR/step_00000020/: each distinct block of each tensor (one owner for
 // each replicated block) in a safetensors file per owning device, and checkpoint.json with every
 // tensor's global shape, dtype, sharding and blocks (global offsets, file, byte range, XXH3-64
-// checksum), the mesh, the step and `extra`. A step is written under a temporary name, fsynced and
-// published with one rename; a crash at any point leaves the previous steps intact, and the
-// leftover is removed when the next Manager opens the directory.
+// checksums of its chunks), the mesh, the step and `extra`. A step is written under a temporary
+// name, fsynced and published with one rename; a crash at any point leaves the previous steps
+// intact, and the leftover is removed when the next Manager opens the directory.
+//
+// In a run of several processes (docs/spmd.md, "Several processes") every process constructs the
+// Manager and calls save, save_async and restore at the same points, with the same directory (one
+// that they all share): each writes the blocks its devices own, process 0 commits once all have
+// written, and a restore reads only what this process's devices hold.
 #pragma once
 
 #include <condition_variable>
@@ -52,6 +57,10 @@ struct ManagerOptions {
   // A device's blocks go into safetensors files of at most this many bytes (a larger block gets
   // a file of its own): the background writer holds one file's bytes beside the host copy.
   int64_t max_file_bytes = int64_t{256} << 20;
+  // Each saved block is checksummed in chunks of whole rows of its first dimension, about this
+  // many bytes each (one row when a row is larger): a restore reads and checks only the chunks
+  // that overlap its new blocks, through a buffer of one chunk (Note [Restoring in chunks]).
+  int64_t chunk_bytes = int64_t{4} << 20;
   // Only list, read and restore (axle export beside a running job): no lock, no cleanup of
   // uncommitted steps (they may be a writer's saves in progress), and save is an error.
   bool read_only = false;
@@ -63,6 +72,18 @@ struct ManagerOptions {
 struct State {
   std::vector<std::pair<std::string, Tensor>> tensors;
   nlohmann::json extra = nlohmann::json::object();
+};
+
+// What the last restore() of this process read and held (bytes; Manager::last_restore()).
+struct RestoreStats {
+  int64_t bytes_checked = 0;      // read and checked before any tensor changed (the first pass)
+  int64_t bytes_read = 0;         // read again to assemble the new blocks (the second pass)
+  int64_t chunks_read = 0;        // over both passes
+  int64_t staging_bytes = 0;      // the largest read buffer held beside the new blocks
+  int64_t new_block_bytes = 0;    // the largest set of one tensor's new blocks alive beside the state
+                                  // (0 when every tensor is restored in place)
+  int64_t largest_block_bytes = 0;  // the largest new block (one device's shard) of this process
+  int64_t tensors_in_place = 0;   // tensors written into their own buffers (no new blocks)
 };
 
 class Manager {
@@ -99,15 +120,17 @@ class Manager {
   // The `extra` JSON saved with step `step` (reads only the metadata).
   nlohmann::json read_extra(int64_t step) const;
   // Restores step `step` into `state`: every tensor of state.tensors takes its saved value in
-  // its current layout (its sharding annotation and mesh, or whole), reading each saved block
-  // once and checking its checksum; state.extra becomes the saved extra. Throws axle::Error
+  // its current layout (its sharding annotation and mesh, or whole), reading the saved chunks it
+  // needs and checking their checksums; state.extra becomes the saved extra. Throws axle::Error
   // naming the tensor and the file for: a step that is not committed, a tensor the checkpoint
   // lacks, another dtype or shape (a checkpoint of another model), a missing or truncated file,
   // and a checksum mismatch (a corrupted file). On error no tensor has changed: every block is
   // checked before the first tensor is rebound (Note [Restoring in two passes] in manager.cc);
   // then each tensor is rebound as soon as it is assembled, so the restore holds one tensor's new
-  // blocks beside the state, not a second copy of it.
+  // blocks and one chunk beside the state, not a second copy of it. Each process reads only the
+  // chunks that overlap its own devices' blocks (Note [Restoring in chunks]).
   void restore(int64_t step, State& state);
+  const RestoreStats& last_restore() const { return last_restore_; }
 
   const std::string& dir() const { return dir_; }
   // DIR/step_00000020.
@@ -116,9 +139,12 @@ class Manager {
   struct Snapshot;  // a save copied to host memory (manager.cc)
 
  private:
+  void Open();
   void RethrowError();
   void Worker();
   void Write(Snapshot& snapshot);
+  nlohmann::json WriteBlocks(Snapshot& snapshot, const std::string& tmp);
+  void Commit(const Snapshot& snapshot, const std::vector<nlohmann::json>& parts, const std::string& tmp);
   void Prune();
 
   std::string dir_;
@@ -131,6 +157,9 @@ class Manager {
   std::exception_ptr error_;
   bool stop_ = false;
   int lock_fd_ = -1;
+  int64_t serial_ = 0;  // this Manager's number among the process's writers (keys of saves of several processes)
+  int64_t saves_ = 0;   // save_async calls that took a snapshot
+  RestoreStats last_restore_;
   std::thread worker_;
 };
 

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -43,14 +44,16 @@ using json = nlohmann::json;
 constexpr const char* kMetadataFile = "checkpoint.json";
 constexpr const char* kCommitFile = "commit.json";  // the metadata's size and checksum
 constexpr const char* kFormat = "axle-checkpoint";
-constexpr int kVersion = 1;
+// Version 2 checksums chunks of a block (Note [Restoring in chunks]); version 1 checksummed each
+// block whole and is still read.
+constexpr int kVersion = 2;
 
 // One distinct block of one tensor. save_async only takes a reference to the device buffer
 // that holds it (Note [Snapshots without copies]); the writer copies the block out of it.
 struct BlockCopy {
   size_t tensor = 0;  // index into Snapshot::tensors
   Box box;            // global coordinates
-  int64_t owner = 0;  // the device that writes it (the first device holding it)
+  int64_t owner = 0;  // the device that writes it (Note [Who writes a block])
   runtime::BufferPtr source;  // the buffer holding it: a whole tensor, or a device's padded shard
   Box source_box;             // the region `source` holds, in global coordinates
 };
@@ -63,6 +66,8 @@ struct TensorInfo {
 
 struct Manager::Snapshot {
   int64_t step = 0;
+  std::string key;  // names the save in the keyed exchanges of several processes
+  std::vector<int64_t> process_bytes;  // bytes each process writes (Note [Who writes a block])
   std::optional<ir::Mesh> mesh;
   std::vector<TensorInfo> tensors;
   std::vector<BlockCopy> blocks;
@@ -113,15 +118,39 @@ json MeshJson(const ir::Mesh& m) {
 // references to be taken. The cost moves, it does not vanish: until the write is done, the state
 // exists twice in memory (the frozen buffers and the live ones), as with a copy.
 
-// Takes `tensor`'s distinct blocks (one owner each) into `snap`, by reference.
+// Note [Who writes a block]
+// Each distinct block is written once, by one of the devices that hold it: the process with the
+// fewest bytes to write so far among the holders' processes (ties: the lowest), from its first
+// holding device. Every process computes the same plan from the same global facts (shapes,
+// shardings, the mesh), without talking. With one process that is always the first holder; with
+// several, replicated blocks (data parallelism, tensors held whole) spread over the processes
+// instead of all landing on process 0.
+int LeastLoaded(const std::vector<int64_t>& process_bytes, const std::vector<int64_t>& holders, int64_t* owner) {
+  *owner = -1;
+  for (int64_t d : holders)
+    if (*owner < 0 || process_bytes[static_cast<size_t>(runtime::ProcessOfDevice(d))] <
+                          process_bytes[static_cast<size_t>(runtime::ProcessOfDevice(*owner))])
+      *owner = d;
+  return runtime::ProcessOfDevice(*owner);
+}
+
+// Takes the distinct blocks of `tensor` that this process writes into `snap`, by reference.
 void SnapshotTensor(const std::string& name, const Tensor& t, Manager::Snapshot& snap) {
   detail::TensorImpl& impl = *t.impl();
   TensorInfo info{name, impl.type, std::vector<std::vector<std::string>>(static_cast<size_t>(t.dim()))};
   const size_t index = snap.tensors.size();
+  const int64_t elem = DTypeSize(impl.type.dtype);
   std::shared_ptr<detail::ShardedData> sharded = impl.data->GetSharded();
   if (sharded == nullptr) {
+    // Every process holds it whole: any may write it (a holder per process, its first device).
     const Box whole = WholeBox(impl.type.shape);
-    snap.blocks.push_back(BlockCopy{index, whole, 0, impl.data->Get(), whole});
+    std::vector<int64_t> holders;
+    const int64_t per_process = runtime::GlobalDevices() / runtime::ProcessCount();
+    for (int p = 0; p < runtime::ProcessCount(); ++p) holders.push_back(p * per_process);
+    int64_t owner;
+    const int p = LeastLoaded(snap.process_bytes, holders, &owner);
+    snap.process_bytes[static_cast<size_t>(p)] += BoxElements(whole) * elem;
+    if (p == runtime::ProcessRank()) snap.blocks.push_back(BlockCopy{index, whole, owner, impl.data->Get(), whole});
     snap.tensors.push_back(std::move(info));
     return;
   }
@@ -134,14 +163,24 @@ void SnapshotTensor(const std::string& name, const Tensor& t, Manager::Snapshot&
     info.sharding[k] = sharded->sharding.dims[k];
   const std::vector<int64_t> shape = impl.type.shape.dims();
   const Shape local = spmd::LocalShape(impl.type.shape, sharded->sharding, sharded->mesh);
-  std::set<Box> seen;
+  // The distinct blocks in order of their first holder, with all their holders.
+  std::vector<std::pair<Box, std::vector<int64_t>>> distinct;
+  std::map<Box, size_t> seen;
   for (int64_t d = 0; d < sharded->mesh.size(); ++d) {
-    const Box block = DeviceBlock(shape, info.sharding, sharded->mesh, d);
+    Box block = DeviceBlock(shape, info.sharding, sharded->mesh, d);
     if (BoxElements(block) == 0) continue;  // an empty tail block of an uneven split
-    if (!seen.insert(block).second) continue;                   // a replica: its first holder owns it
+    auto [it, fresh] = seen.emplace(block, distinct.size());
+    if (fresh) distinct.emplace_back(std::move(block), std::vector<int64_t>{});
+    distinct[it->second].second.push_back(d);
+  }
+  for (const auto& [block, holders] : distinct) {
+    int64_t owner;
+    const int p = LeastLoaded(snap.process_bytes, holders, &owner);
+    snap.process_bytes[static_cast<size_t>(p)] += BoxElements(block) * elem;
+    if (!runtime::IsLocalDevice(owner)) continue;  // another process writes it
     Box shard_box;  // the device's padded shard, in global coordinates
     for (size_t k = 0; k < block.size(); ++k) shard_box.emplace_back(block[k].first, block[k].first + local.dim(k));
-    snap.blocks.push_back(BlockCopy{index, block, d, sharded->shards[static_cast<size_t>(d)], shard_box});
+    snap.blocks.push_back(BlockCopy{index, block, owner, sharded->shards[static_cast<size_t>(owner)], shard_box});
   }
   snap.tensors.push_back(std::move(info));
 }
@@ -187,10 +226,30 @@ json ReadMetadata(const std::string& step_dir) {
       !meta["tensors"].is_object())
     Fail("{}: not an Axle checkpoint metadata file (expected \"format\": \"{}\" and a \"tensors\" object)", path,
          kFormat);
-  if (meta.value("version", 0) != kVersion)
-    Fail("{}: checkpoint format version {} is not the version this Axle reads ({})", path, meta.value("version", 0),
-         kVersion);
+  if (const int v = meta.value("version", 0); v < 1 || v > kVersion)
+    Fail("{}: checkpoint format version {} is not one this Axle reads (1 to {}){}", path, v, kVersion,
+         v > kVersion ? ": it was written by a newer Axle" : "");
   return meta;
+}
+
+// Note [Restoring in chunks]
+// A saved block is checksummed in chunks: runs of whole rows of its first dimension, about
+// ManagerOptions::chunk_bytes each (a scalar is one chunk). A chunk is a box and a contiguous byte
+// range of the file, so a restore reads only the chunks that overlap the new blocks this process
+// holds (a process of fsdp=8 reads an eighth of a tensor that is saved whole and restored split
+// along its first dimension), checks each as it arrives, and copies it into those blocks: besides
+// the new blocks it holds one chunk, never a whole saved block. (A split of a later dimension
+// needs every chunk of a block, each read once.) Version 1 had one checksum per block: one chunk
+// of all its rows.
+
+// The rows of its first dimension that block `box` has (1 for a scalar), and how many go in a chunk.
+int64_t BlockRows(const Box& box) { return box.empty() ? 1 : box[0].second - box[0].first; }
+
+int64_t ChunkRows(const Box& box, int64_t elem, int64_t chunk_bytes) {
+  const int64_t rows = BlockRows(box);
+  const int64_t row_bytes = rows > 0 ? BoxElements(box) / rows * elem : 0;
+  if (row_bytes <= 0) return std::max<int64_t>(rows, 1);
+  return std::clamp<int64_t>(chunk_bytes / row_bytes, 1, std::max<int64_t>(rows, 1));
 }
 
 // A saved block as the metadata describes it, validated against its tensor's type.
@@ -198,8 +257,25 @@ struct SavedBlock {
   Box box;
   std::string file;
   int64_t begin = 0, end = 0;
-  std::string checksum;
+  int64_t chunk_rows = 1;
+  std::vector<std::string> checksums;  // per chunk
 };
+
+// Chunk `c` of saved block `b`: its box (rows of dimension 0), its bytes in the file.
+struct ChunkOf {
+  Box box;
+  int64_t begin = 0, end = 0;
+};
+
+ChunkOf Chunk(const SavedBlock& b, size_t c) {
+  if (b.box.empty()) return {b.box, b.begin, b.end};
+  const int64_t rows = BlockRows(b.box);
+  const int64_t row_bytes = rows > 0 ? (b.end - b.begin) / rows : 0;
+  const int64_t lo = static_cast<int64_t>(c) * b.chunk_rows, hi = std::min(rows, lo + b.chunk_rows);
+  ChunkOf out{b.box, b.begin + lo * row_bytes, b.begin + hi * row_bytes};
+  out.box[0] = {b.box[0].first + lo, b.box[0].first + hi};
+  return out;
+}
 
 std::vector<SavedBlock> ParseBlocks(const json& entry, const std::string& name, const ir::TensorType& type,
                                     const std::string& meta_path) {
@@ -224,13 +300,24 @@ std::vector<SavedBlock> ParseBlocks(const json& entry, const std::string& name, 
       if (range.size() != 2 || range[0] < 0 || range[1] - range[0] != BoxElements(b.box) * elem) Fail("range");
       b.begin = range[0];
       b.end = range[1];
-      b.checksum = s.at("xxh3_64").get<std::string>();
+      const int64_t rows = BlockRows(b.box);
+      if (s.contains("chunks")) {  // version 2
+        b.chunk_rows = s["chunks"].at("rows").get<int64_t>();
+        b.checksums = s["chunks"].at("xxh3_64").get<std::vector<std::string>>();
+        if (b.chunk_rows < 1) Fail("chunk rows");
+      } else {  // version 1: one checksum for the block
+        b.chunk_rows = std::max<int64_t>(rows, 1);
+        b.checksums = {s.at("xxh3_64").get<std::string>()};
+      }
+      const int64_t chunks = BoxElements(b.box) == 0 ? 0 : (rows + b.chunk_rows - 1) / b.chunk_rows;
+      if (static_cast<int64_t>(b.checksums.size()) != chunks && BoxElements(b.box) != 0) Fail("chunk count");
       covered += BoxElements(b.box);
       out.push_back(std::move(b));
     }
   } catch (const Error&) {
     Fail("{}: tensor '{}': a shard entry is malformed (offset/shape outside {}, a byte range that does not hold its "
-         "elements, or a file name outside the step directory); the metadata is corrupted",
+         "elements, chunk checksums that do not cover its rows, or a file name outside the step directory); the "
+         "metadata is corrupted",
          meta_path, name, type.ToString());
   } catch (const json::exception& e) {
     Fail("{}: tensor '{}': a shard entry is malformed ({}); the metadata is corrupted", meta_path, name, e.what());
@@ -261,13 +348,24 @@ Target TargetLayout(const Tensor& t) {
   return out;
 }
 
-// A restored tensor being assembled: one padded buffer per distinct device block.
+// A restored tensor being assembled: one padded buffer per distinct block of this process's
+// devices (another process's devices get none: it assembles their blocks).
 struct Assembly {
   Target target;
   std::vector<Box> boxes;                      // per distinct block, its valid region
   std::vector<Box> buffer_boxes;               // per distinct block, the padded buffer's region
-  std::vector<runtime::BufferPtr> buffers;     // per distinct block
-  std::vector<size_t> block_of_device;         // device -> distinct block
+  std::vector<runtime::BufferPtr> buffers;     // per distinct block, once Allocate ran
+  std::vector<size_t> block_of_device;         // device -> distinct block, or kNone (another process's)
+  Shape local;                                 // the shape of each buffer
+  static constexpr size_t kNone = ~size_t{0};
+
+  // Whether the box of saved chunk or block `box` overlaps a block of this process.
+  bool Needs(const Box& box) const {
+    for (const Box& b : boxes)
+      if (BoxElements(Intersect(b, box)) > 0) return true;
+    return false;
+  }
+  int64_t Bytes(DType dtype) const { return static_cast<int64_t>(boxes.size()) * local.NumElements() * DTypeSize(dtype); }
 };
 
 Assembly PlanAssembly(const Tensor& t) {
@@ -277,29 +375,94 @@ Assembly PlanAssembly(const Tensor& t) {
   if (!a.target.mesh) {
     a.boxes.push_back(WholeBox(type.shape));
     a.buffer_boxes.push_back(a.boxes.back());
-    a.buffers.push_back(std::make_shared<ir::Literal>(type));
     a.block_of_device.push_back(0);
+    a.local = type.shape;
     return a;
   }
   const ir::Mesh& mesh = *a.target.mesh;
   std::vector<std::vector<std::string>> dims(static_cast<size_t>(t.dim()));
   for (size_t k = 0; k < dims.size() && k < a.target.sharding.dims.size(); ++k) dims[k] = a.target.sharding.dims[k];
-  const Shape local = spmd::LocalShape(type.shape, a.target.sharding, mesh);
+  a.local = spmd::LocalShape(type.shape, a.target.sharding, mesh);
   std::map<Box, size_t> index;
   for (int64_t d = 0; d < mesh.size(); ++d) {
+    if (!runtime::IsLocalDevice(d)) {
+      a.block_of_device.push_back(Assembly::kNone);
+      continue;
+    }
     Box block = DeviceBlock(type.shape.dims(), dims, mesh, d);
     Box padded;
-    for (size_t k = 0; k < block.size(); ++k)
-      padded.emplace_back(block[k].first, block[k].first + local.dim(k));
+    for (size_t k = 0; k < block.size(); ++k) padded.emplace_back(block[k].first, block[k].first + a.local.dim(k));
     auto [it, fresh] = index.emplace(padded, a.boxes.size());
     if (fresh) {
       a.boxes.push_back(block);
       a.buffer_boxes.push_back(padded);
-      a.buffers.push_back(std::make_shared<ir::Literal>(ir::TensorType(type.dtype, local)));  // zero padding
     }
     a.block_of_device.push_back(it->second);
   }
   return a;
+}
+
+void Allocate(Assembly& a, DType dtype) {
+  for (size_t k = 0; k < a.boxes.size(); ++k)
+    a.buffers.push_back(std::make_shared<ir::Literal>(ir::TensorType(dtype, a.local)));  // zero padding
+}
+
+// Note [Restoring in place]
+// When a tensor already has the layout it restores into and nothing else refers to its buffers
+// (AsyncBuffer::ExclusiveBuffers: no other tensor, no pending save, no step in flight), the
+// restore writes the saved values straight into them: no new blocks beside the state, only the
+// chunk buffer. So is a tensor annotated with a sharding but still held whole (one process
+// only; below), which is how `axle train --resume` finds its state: built whole, annotated, not
+// yet split by a step. Anything else (another layout, a buffer a save still references) gets
+// new blocks, and the tensor is rebound to them. Replicas keep their own buffers: each is
+// written.
+bool PlanInPlace(const Tensor& t, Assembly& a) {
+  detail::TensorImpl& impl = *t.impl();
+  if (impl.data == nullptr || impl.data.use_count() != 1) return false;  // another tensor shares the value
+  if (impl.value != nullptr && impl.epoch == detail::CurrentTrace().epoch) return false;  // pending
+  bool whole = false;  // the value is held whole though the target is sharded
+  {
+    const std::shared_ptr<detail::ShardedData> sharded = impl.data->GetSharded();
+    if (sharded != nullptr && !(a.target.mesh && sharded->mesh == *a.target.mesh &&
+                                sharded->sharding == a.target.sharding))
+      return false;
+    // Annotated but held whole (mark_sharding on a materialized value: its next step splits
+    // it): with one process, the whole buffer it has is the cheapest place for the saved value,
+    // and the step splits it as it would have split the old one. With several, each process
+    // reads only its shards' chunks into new shards instead.
+    if (sharded == nullptr && a.target.mesh) {
+      if (runtime::ProcessCount() > 1) return false;
+      whole = true;
+    }
+  }
+  std::vector<runtime::BufferPtr> buffers = impl.data->ExclusiveBuffers();
+  if (whole && buffers.size() == 1) {
+    if (static_cast<int64_t>(buffers[0]->bytes().size()) != impl.type.NumElements() * DTypeSize(impl.type.dtype))
+      return false;
+    Assembly in_place;
+    in_place.boxes = {WholeBox(impl.type.shape)};
+    in_place.buffer_boxes = in_place.boxes;
+    in_place.buffers = std::move(buffers);
+    in_place.block_of_device = {0};
+    in_place.local = impl.type.shape;
+    a = std::move(in_place);
+    return true;
+  }
+  const int64_t bytes = a.local.NumElements() * DTypeSize(impl.type.dtype);
+  if (whole || buffers.empty() || buffers.size() != a.block_of_device.size()) return false;
+  Assembly in_place;
+  in_place.target = a.target;
+  in_place.local = a.local;
+  for (size_t d = 0; d < buffers.size(); ++d) {
+    const size_t k = a.block_of_device[d];
+    if (k == Assembly::kNone) continue;
+    if (buffers[d] == nullptr || static_cast<int64_t>(buffers[d]->bytes().size()) != bytes) return false;
+    in_place.boxes.push_back(a.boxes[k]);
+    in_place.buffer_boxes.push_back(a.buffer_boxes[k]);
+    in_place.buffers.push_back(std::move(buffers[d]));
+  }
+  a = std::move(in_place);
+  return true;
 }
 
 Tensor Finish(Assembly& a, const Tensor& t, const std::string& origin) {
@@ -308,7 +471,7 @@ Tensor Finish(Assembly& a, const Tensor& t, const std::string& origin) {
   data->mesh = *a.target.mesh;
   data->sharding = a.target.sharding;
   data->global = t.impl()->type;
-  for (size_t b : a.block_of_device) data->shards.push_back(a.buffers[b]);
+  for (size_t b : a.block_of_device) data->shards.push_back(b == Assembly::kNone ? nullptr : a.buffers[b]);
   return detail::MakeMaterializedSharded(std::move(data), origin);
 }
 
@@ -340,6 +503,26 @@ class Files {
 
 // ---- Manager ----------------------------------------------------------------------------------
 
+namespace {
+
+// The world when this process is one of several (their saves and restores coordinate), else null.
+runtime::World* SeveralProcesses() {
+  runtime::World* w = runtime::GetWorld();
+  return w != nullptr && w->size() > 1 ? w : nullptr;
+}
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+std::string Text(const std::vector<uint8_t>& b) { return std::string(b.begin(), b.end()); }
+
+// Writers made by this process so far: every process of a run makes the same ones in the same
+// order, so the count names a Manager in their exchanges.
+std::atomic<int64_t> g_writers{0};
+
+}  // namespace
+
 Manager::Manager(std::string dir, ManagerOptions options) : dir_(std::move(dir)), options_(options) {
   if (dir_.empty()) Fail("checkpoint::Manager: the checkpoint directory is empty");
   if (options_.save_interval < 0) Fail("checkpoint::Manager: save_interval {} is negative", options_.save_interval);
@@ -348,23 +531,60 @@ Manager::Manager(std::string dir, ManagerOptions options) : dir_(std::move(dir))
   if (options_.max_pending < 1) Fail("checkpoint::Manager: max_pending {} must be at least 1", options_.max_pending);
   if (options_.max_file_bytes < 1)
     Fail("checkpoint::Manager: max_file_bytes {} must be at least 1", options_.max_file_bytes);
+  if (options_.chunk_bytes < 1) Fail("checkpoint::Manager: chunk_bytes {} must be at least 1", options_.chunk_bytes);
   std::error_code ec;
   if (options_.read_only) {
     if (!fs::is_directory(dir_)) Fail("checkpoint directory '{}' does not exist", dir_);
     worker_ = std::thread([this] { Worker(); });
     return;
   }
+  serial_ = ++g_writers;
+  // With several processes, process 0 opens the directory (locks it, cleans up) and tells the
+  // others how it went; they wait, so that no save of theirs starts in a directory being cleaned.
+  runtime::World* world = SeveralProcesses();
+  std::string error;
+  if (world == nullptr || world->rank() == 0) {
+    try {
+      Open();
+    } catch (const std::exception& e) {
+      if (world == nullptr) throw;
+      error = e.what();
+    }
+  }
+  if (world != nullptr) {
+    const std::string mine = json{{"dir", fs::absolute(dir_).lexically_normal().string()}, {"error", error}}.dump();
+    const auto all = world->AllGatherBytes(Bytes(mine), fmt::format("opening checkpoint directory {}", dir_));
+    const json first = json::parse(Text(all[0]));
+    if (!first["error"].get<std::string>().empty()) {
+      if (lock_fd_ >= 0) ::close(lock_fd_);
+      Fail("{}", first["error"].get<std::string>());
+    }
+    for (size_t r = 1; r < all.size(); ++r)
+      if (const json other = json::parse(Text(all[r])); other["dir"] != first["dir"]) {
+        if (lock_fd_ >= 0) ::close(lock_fd_);
+        Fail("process {} saves checkpoints in '{}', process 0 in '{}': every process of a run gives the same "
+             "--checkpoint-dir (a directory they all share)",
+             r, other["dir"].get<std::string>(), first["dir"].get<std::string>());
+      }
+  }
+  worker_ = std::thread([this] { Worker(); });
+}
+
+void Manager::Open() {
+  std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_))
     Fail("checkpoint directory '{}' cannot be created or is not a directory{}", dir_,
          ec ? ": " + ec.message() : "");
   // One writer per directory: a second Manager would take the first one's saves in progress for
   // a crash's leftovers. The lock goes with the process (flock), so a killed writer leaves none.
+  // (With several processes, process 0 holds it for the run.)
   const std::string lock = dir_ + "/.lock";
   lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock_fd_ < 0) Fail("cannot open '{}': {}", lock, std::strerror(errno));
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     ::close(lock_fd_);
+    lock_fd_ = -1;
     Fail("checkpoint directory '{}' is in use by another checkpoint::Manager (another `axle train` saving "
          "there?); give each run its own directory",
          dir_);
@@ -377,7 +597,6 @@ Manager::Manager(std::string dir, ManagerOptions options) : dir_(std::move(dir))
                              e.path().string());
     fs::remove_all(e.path(), ec);
   }
-  worker_ = std::thread([this] { Worker(); });
 }
 
 Manager::~Manager() {
@@ -413,17 +632,6 @@ void Manager::RethrowError() {
   if (e) std::rethrow_exception(e);
 }
 
-namespace {
-// A run of several processes holds only its own devices' shards: saving and restoring need each
-// process to write and read its own blocks, behind a barrier and one committer (not yet).
-void CheckOneProcess(const char* what, int64_t step) {
-  if (const runtime::World* w = runtime::GetWorld(); w != nullptr && w->size() > 1)
-    Fail("checkpoint {} of step {}: this process is one of {} (docs/spmd.md, \"Several processes\"); checkpoints of "
-         "a run of several processes are not supported yet: save from a run of one process",
-         what, step, w->size());
-}
-}  // namespace
-
 bool Manager::save(int64_t step, const State& state, bool force) {
   if (!save_async(step, state, force)) return false;
   wait();
@@ -432,7 +640,6 @@ bool Manager::save(int64_t step, const State& state, bool force) {
 
 bool Manager::save_async(int64_t step, const State& state, bool force) {
   RethrowError();
-  CheckOneProcess("save", step);
   if (options_.read_only) Fail("checkpoint save of step {}: the Manager of '{}' is read-only", step, dir_);
   if (!force && !should_save(step)) return false;
   if (step < 0) Fail("checkpoint save: step {} is negative", step);
@@ -446,6 +653,8 @@ bool Manager::save_async(int64_t step, const State& state, bool force) {
   }
   auto snap = std::make_shared<Snapshot>();
   snap->step = step;
+  snap->key = fmt::format("checkpoint/{}/{}/step{}", serial_, ++saves_, step);
+  snap->process_bytes.assign(static_cast<size_t>(runtime::ProcessCount()), 0);
   snap->extra = state.extra;
   std::set<std::string> names;
   bool pending = false;
@@ -494,7 +703,6 @@ void Manager::Worker() {
     std::exception_ptr error;
     try {
       Write(*snap);
-      Prune();
     } catch (...) {
       error = std::current_exception();
     }
@@ -510,21 +718,79 @@ void Manager::Worker() {
   }
 }
 
-// The worker owns `snap`; it lets go of each block's buffer once the block is copied out.
+// Note [Saving from several processes]
+// Every process writes the blocks it owns (Note [Who writes a block]) into the same temporary
+// step directory, fsyncs them, and publishes what it wrote (its shard entries and file sizes) in
+// a keyed exchange (runtime::World::ExchangeByKey: the background writers of the processes run at
+// their own pace, unordered with the training loop's exchanges). That exchange is the barrier
+// before the commit: process 0, the one committer, merges the entries into checkpoint.json, checks
+// that it sees every file the others wrote (the directory must be shared), and commits as one
+// process would; a second exchange tells the others whether it did, so save() and wait() return
+// on every process only once the step is committed, and a failure anywhere fails the save
+// everywhere (process 0 then removes the temporary directory).
 void Manager::Write(Snapshot& snap) {
-  const std::string final_dir = StepDir(snap.step);
+  runtime::World* world = SeveralProcesses();
   const std::string tmp = dir_ + "/." + StepName(snap.step) + ".tmp";
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  if (!fs::create_directory(tmp, ec))
-    Fail("cannot create checkpoint directory '{}': {}", tmp, ec ? ec.message() : "it exists");
-  json tensors = json::object();
-  for (const TensorInfo& t : snap.tensors) {
-    tensors[t.name] = {{"dtype", SafetensorsDTypeName(t.type.dtype)},
-                       {"shape", t.type.shape.dims()},
-                       {"sharding", t.sharding},
-                       {"shards", json::array()}};
+  const std::string what = fmt::format("checkpoint save of step {} in {}", snap.step, dir_);
+  json part;
+  std::string error;
+  try {
+    std::error_code ec;
+    if (world == nullptr) {
+      fs::remove_all(tmp, ec);
+      if (!fs::create_directory(tmp, ec))
+        Fail("cannot create checkpoint directory '{}': {}", tmp, ec ? ec.message() : "it exists");
+    } else if (!fs::create_directories(tmp, ec) && !fs::is_directory(tmp)) {  // one of the processes makes it
+      Fail("cannot create checkpoint directory '{}': {}", tmp, ec ? ec.message() : "not a directory");
+    }
+    part = WriteBlocks(snap, tmp);
+  } catch (const std::exception& e) {
+    if (world == nullptr) throw;
+    error = e.what();
   }
+  std::vector<json> parts;
+  if (world == nullptr) {
+    parts.push_back(std::move(part));
+  } else {
+    const std::string mine = error.empty() ? part.dump() : json{{"error", error}}.dump();
+    const auto all = world->ExchangeByKey(snap.key + "/written", Bytes(mine), what);
+    std::vector<std::string> failed;
+    for (size_t r = 0; r < all.size(); ++r) {
+      parts.push_back(json::parse(Text(all[r])));
+      if (parts.back().contains("error"))
+        failed.push_back(fmt::format("process {}: {}", r, parts.back()["error"].get<std::string>()));
+    }
+    if (!failed.empty()) {
+      if (world->rank() == 0) {
+        std::error_code ec;
+        fs::remove_all(tmp, ec);
+      }
+      Fail("{} failed: {}", what, fmt::join(failed, "; "));
+    }
+  }
+  std::string commit_error;
+  if (world == nullptr || world->rank() == 0) {
+    try {
+      Commit(snap, parts, tmp);
+      Prune();
+    } catch (const std::exception& e) {
+      if (world == nullptr) throw;
+      commit_error = e.what();
+      std::error_code ec;
+      if (!fs::exists(StepDir(snap.step))) fs::remove_all(tmp, ec);
+    }
+  }
+  if (world != nullptr) {
+    const auto all = world->ExchangeByKey(snap.key + "/committed", Bytes(commit_error), what);
+    if (!all[0].empty()) Fail("{}: process 0 could not commit it: {}", what, Text(all[0]));
+  }
+}
+
+// Writes this process's blocks of `snap` into `tmp`; returns {"tensors": {name: [shard entries]},
+// "files": {file: bytes}}. The worker owns `snap`; it lets go of each block's buffer once the block
+// is written.
+json Manager::WriteBlocks(Snapshot& snap, const std::string& tmp) {
+  json tensors = json::object(), sizes = json::object();
   // Files: per owning device, parts of at most max_file_bytes (device_00003.safetensors, then
   // device_00003_001.safetensors, ...).
   std::map<int64_t, std::vector<std::vector<size_t>>> parts;
@@ -558,6 +824,7 @@ void Manager::Write(Snapshot& snap) {
     const int64_t base = static_cast<int64_t>(head.bytes.size());
     DurableFile out(tmp + "/" + file);
     out.Write(head.bytes);
+    int64_t written = base;
     for (size_t k : head.order) {
       BlockCopy& b = snap.blocks[blocks[k]];
       const TensorInfo& t = snap.tensors[b.tensor];
@@ -573,27 +840,63 @@ void Manager::Write(Snapshot& snap) {
       AXLE_CHECK(static_cast<int64_t>(data.size()) == static_cast<int64_t>(head.data_offsets[k].second -
                                                                           head.data_offsets[k].first),
                  "block size of tensor {}", t.name);
-      tensors[t.name]["shards"].push_back({{"offset", Offsets(b.box)},
-                                           {"shape", Extents(b.box)},
-                                           {"file", file},
-                                           {"byte_range", {begin, begin + static_cast<int64_t>(data.size())}},
-                                           {"xxh3_64", Checksum(data)}});
+      // Checksums per chunk of whole rows (Note [Restoring in chunks]).
+      const int64_t elem = DTypeSize(t.type.dtype);
+      const int64_t rows = BlockRows(b.box), chunk_rows = ChunkRows(b.box, elem, options_.chunk_bytes);
+      const int64_t row_bytes = rows > 0 ? static_cast<int64_t>(data.size()) / rows : 0;
+      json sums = json::array();
+      for (int64_t r = 0; r < rows && !data.empty(); r += chunk_rows)
+        sums.push_back(Checksum(data.subspan(static_cast<size_t>(r * row_bytes),
+                                             static_cast<size_t>(std::min(chunk_rows, rows - r) * row_bytes))));
+      tensors[t.name].push_back({{"offset", Offsets(b.box)},
+                                 {"shape", Extents(b.box)},
+                                 {"file", file},
+                                 {"byte_range", {begin, begin + static_cast<int64_t>(data.size())}},
+                                 {"chunks", {{"rows", chunk_rows}, {"xxh3_64", std::move(sums)}}}});
       out.Write(data);
+      written += static_cast<int64_t>(data.size());
       copy.reset();
       b.source.reset();  // the step that holds the live value may reuse this buffer again
     }
     out.Finish();
+    sizes[file] = written;
+  }
+  return json{{"tensors", std::move(tensors)}, {"files", std::move(sizes)}};
+}
+
+// Process 0 (or the only one): the metadata of every process's blocks, then the commit (Note
+// [Checkpoint commit protocol]).
+void Manager::Commit(const Snapshot& snap, const std::vector<json>& parts, const std::string& tmp) {
+  const std::string final_dir = StepDir(snap.step);
+  json tensors = json::object();
+  for (const TensorInfo& t : snap.tensors) {
+    tensors[t.name] = {{"dtype", SafetensorsDTypeName(t.type.dtype)},
+                       {"shape", t.type.shape.dims()},
+                       {"sharding", t.sharding},
+                       {"shards", json::array()}};
+  }
+  for (size_t r = 0; r < parts.size(); ++r) {
+    for (const auto& [name, shards] : parts[r].at("tensors").items())
+      for (const json& s : shards) tensors.at(name)["shards"].push_back(s);
+    for (const auto& [file, bytes] : parts[r].at("files").items()) {
+      std::error_code ec;
+      const auto size = fs::file_size(tmp + "/" + file, ec);
+      if (ec || static_cast<int64_t>(size) != bytes.get<int64_t>())
+        Fail("process {} wrote {} ({} bytes) into {}, but process 0 {}: the checkpoint directory must be one that "
+             "every process of the run shares (a network or cluster filesystem)",
+             r, file, bytes.get<int64_t>(), tmp,
+             ec ? "does not see it" : fmt::format("sees {} bytes", static_cast<int64_t>(size)));
+    }
   }
   json meta = {{"format", kFormat}, {"version", kVersion}, {"step", snap.step},
+               {"processes", parts.size()},
                {"mesh", snap.mesh ? MeshJson(*snap.mesh) : json(nullptr)},
                {"tensors", std::move(tensors)}, {"extra", snap.extra}};
   const std::string text = meta.dump(1) + "\n";
-  const std::span<const uint8_t> text_bytes(reinterpret_cast<const uint8_t*>(text.data()), text.size());
-  WriteFileDurably(tmp + "/" + kMetadataFile, text_bytes);
+  WriteFileDurably(tmp + "/" + kMetadataFile, Bytes(text));
   const std::string commit =
-      json{{"bytes", static_cast<int64_t>(text.size())}, {"xxh3_64", Checksum(text_bytes)}}.dump() + "\n";
-  WriteFileDurably(tmp + "/" + kCommitFile,
-                   std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(commit.data()), commit.size()));
+      json{{"bytes", static_cast<int64_t>(text.size())}, {"xxh3_64", Checksum(Bytes(text))}}.dump() + "\n";
+  WriteFileDurably(tmp + "/" + kCommitFile, Bytes(commit));
   SyncDirectory(tmp);
   if (fs::exists(final_dir)) Fail("checkpoint step directory '{}' appeared while it was being saved", final_dir);
   if (::rename(tmp.c_str(), final_dir.c_str()) != 0)
@@ -640,97 +943,148 @@ json Manager::read_extra(int64_t step) const {
 
 void Manager::restore(int64_t step, State& state) {
   RethrowError();
-  CheckOneProcess("restore", step);
+  last_restore_ = RestoreStats{};
+  RestoreStats& stats = last_restore_;
+  runtime::World* world = SeveralProcesses();
   const std::string step_dir = StepDir(step);
-  if (!fs::is_directory(step_dir)) {
-    const std::vector<int64_t> steps = all_steps();
-    Fail("checkpoint step {} is not in '{}' (committed steps: {})", step, dir_,
-         steps.empty() ? "none" : fmt::format("{}", fmt::join(steps, ", ")));
-  }
-  const json meta = ReadMetadata(step_dir);
   const std::string meta_path = step_dir + "/" + kMetadataFile;
-  const json& saved = meta["tensors"];
-  // Every problem of names and types first, in one message.
-  std::vector<std::string> problems;
-  for (const auto& [name, t] : state.tensors) {
-    if (!t.defined()) Fail("checkpoint restore: tensor '{}' of the state is undefined", name);
-    auto it = saved.find(name);
-    if (it == saved.end()) {
-      problems.push_back(fmt::format("tensor '{}' ({}) is not in the checkpoint", name, t.type_string()));
-      continue;
-    }
-    const std::optional<DType> dtype = ParseSafetensorsDType(it->value("dtype", ""));
-    std::vector<int64_t> shape;
-    if (it->contains("shape") && (*it)["shape"].is_array()) shape = (*it)["shape"].get<std::vector<int64_t>>();
-    if (!dtype || *dtype != t.dtype() || shape != Dims(t.sizes()))
-      problems.push_back(fmt::format("tensor '{}' is {} here but {}{} in the checkpoint", name, t.type_string(),
-                                     it->value("dtype", "?"), json(shape).dump()));
-  }
-  if (!problems.empty()) {
-    std::string list;
-    for (size_t i = 0; i < problems.size() && i < 20; ++i) list += "\n  " + problems[i];
-    if (problems.size() > 20) list += fmt::format("\n  ... and {} more", problems.size() - 20);
-    Fail("{}: the checkpoint does not match the state being restored (a checkpoint of another model or "
-         "configuration?):{}",
-         meta_path, list);
-  }
-  // Note [Restoring in two passes]: the first pass reads every saved block once into one reused
-  // buffer and checks its checksum, so a damaged checkpoint fails before any tensor changes; the
-  // second assembles one tensor at a time and rebinds it at once, so its old buffers go before the
-  // next tensor is read: the restore needs the new blocks of one tensor and one saved block beside
-  // the state, not a second copy of the state. (The second pass checks the checksums again; a file
-  // that changes between the passes is reported, with the tensors before it already restored.)
-  Files files(step_dir);
-  std::vector<uint8_t> buffer;
+  json meta;
   std::vector<std::vector<SavedBlock>> blocks;
-  auto read = [&](const SavedBlock& b, const std::string& name, std::span<uint8_t> dst, bool second_pass) {
+  Files files(step_dir);
+  std::vector<uint8_t> buffer;  // one chunk
+  // Reads chunk `c` of block `b` of tensor `name` into `dst` and checks it.
+  auto read = [&](const SavedBlock& b, size_t c, const std::string& name, std::span<uint8_t> dst, bool second_pass) {
+    const ChunkOf chunk = Chunk(b, c);
     const std::string path = step_dir + "/" + b.file;
-    if (!ReadRange(files.Open(b.file, name), path, b.begin, dst))
+    AXLE_CHECK(static_cast<int64_t>(dst.size()) == chunk.end - chunk.begin, "chunk size");
+    if (!ReadRange(files.Open(b.file, name), path, chunk.begin, dst))
       Fail("checkpoint file '{}' is truncated: tensor '{}' needs bytes [{}, {}) of it, which end past the end "
            "of the file; restore another step",
-           path, name, b.begin, b.end);
+           path, name, chunk.begin, chunk.end);
+    ++stats.chunks_read;
+    (second_pass ? stats.bytes_read : stats.bytes_checked) += chunk.end - chunk.begin;
     const std::string sum = Checksum(dst);
-    if (sum != b.checksum)
-      Fail("checkpoint file '{}': tensor '{}' (the block at offset {}, bytes [{}, {})) fails its checksum "
-           "(xxh3_64 {}, the metadata says {}): {}",
-           path, name, json(Offsets(b.box)).dump(), b.begin, b.end, sum, b.checksum,
+    if (sum != b.checksums[c])
+      Fail("checkpoint file '{}': tensor '{}' (the block at offset {}, bytes [{}, {}) of the file) fails its "
+           "checksum (xxh3_64 {}, the metadata says {}): {}",
+           path, name, json(Offsets(chunk.box)).dump(), chunk.begin, chunk.end, sum, b.checksums[c],
            second_pass ? "the file changed while it was being restored (the tensors before this one are restored)"
                        : "the file is corrupted; restore another step");
   };
-  for (const auto& [name, t] : state.tensors) {
-    blocks.push_back(ParseBlocks(saved[name], name, t.impl()->type, meta_path));
-    for (const SavedBlock& b : blocks.back()) {
-      buffer.resize(static_cast<size_t>(b.end - b.begin));
-      read(b, name, buffer, false);
+  auto stage = [&](int64_t bytes) {
+    buffer.resize(static_cast<size_t>(bytes));
+    stats.staging_bytes = std::max(stats.staging_bytes, bytes);
+    return std::span<uint8_t>(buffer);
+  };
+  auto chunks_of = [](const SavedBlock& b) {
+    return BoxElements(b.box) == 0 ? size_t{0} : b.checksums.size();
+  };
+  // Everything that can fail before a tensor changes: with several processes, each checks what it
+  // will read, and all fail together with the first problem found (a process that reads other
+  // blocks would otherwise go on with a half-restored run).
+  std::string error;
+  try {
+    if (!fs::is_directory(step_dir)) {
+      const std::vector<int64_t> steps = all_steps();
+      Fail("checkpoint step {} is not in '{}' (committed steps: {})", step, dir_,
+           steps.empty() ? "none" : fmt::format("{}", fmt::join(steps, ", ")));
     }
+    meta = ReadMetadata(step_dir);
+    const json& saved = meta["tensors"];
+    // Every problem of names and types first, in one message.
+    std::vector<std::string> problems;
+    for (const auto& [name, t] : state.tensors) {
+      if (!t.defined()) Fail("checkpoint restore: tensor '{}' of the state is undefined", name);
+      auto it = saved.find(name);
+      if (it == saved.end()) {
+        problems.push_back(fmt::format("tensor '{}' ({}) is not in the checkpoint", name, t.type_string()));
+        continue;
+      }
+      const std::optional<DType> dtype = ParseSafetensorsDType(it->value("dtype", ""));
+      std::vector<int64_t> shape;
+      if (it->contains("shape") && (*it)["shape"].is_array()) shape = (*it)["shape"].get<std::vector<int64_t>>();
+      if (!dtype || *dtype != t.dtype() || shape != Dims(t.sizes()))
+        problems.push_back(fmt::format("tensor '{}' is {} here but {}{} in the checkpoint", name, t.type_string(),
+                                       it->value("dtype", "?"), json(shape).dump()));
+    }
+    if (!problems.empty()) {
+      std::string list;
+      for (size_t i = 0; i < problems.size() && i < 20; ++i) list += "\n  " + problems[i];
+      if (problems.size() > 20) list += fmt::format("\n  ... and {} more", problems.size() - 20);
+      Fail("{}: the checkpoint does not match the state being restored (a checkpoint of another model or "
+           "configuration?):{}",
+           meta_path, list);
+    }
+    // Note [Restoring in two passes]: the first pass reads every chunk this process needs once,
+    // into one reused buffer, and checks it, so a damaged checkpoint fails before any tensor
+    // changes; the second assembles one tensor at a time and rebinds it at once, so its old
+    // buffers go before the next tensor is read: the restore holds one tensor's new blocks and one
+    // chunk beside the state, not a second copy of it. (The second pass checks the checksums
+    // again; a file that changes between the passes is reported, with the tensors before it
+    // already restored.)
+    for (const auto& [name, t] : state.tensors) {
+      blocks.push_back(ParseBlocks(saved[name], name, t.impl()->type, meta_path));
+      const Assembly a = PlanAssembly(t);
+      for (const SavedBlock& b : blocks.back())
+        for (size_t c = 0; c < chunks_of(b); ++c) {
+          const ChunkOf chunk = Chunk(b, c);
+          if (a.Needs(chunk.box)) read(b, c, name, stage(chunk.end - chunk.begin), false);
+        }
+    }
+  } catch (const std::exception& e) {
+    if (world == nullptr) throw;
+    error = e.what();
   }
-  // The check's buffer goes before the first new block is allocated: on the same layout every
-  // saved block is read straight into its new block and none is needed again (GPT-2 124M, one
-  // device: the peak falls by wte's 154 MB); otherwise it grows back to the largest saved block
-  // that is not a new block.
+  if (world != nullptr) {
+    const auto all = world->AllGatherBytes(Bytes(error), fmt::format("checkpoint restore of step {}", step));
+    for (size_t r = 0; r < all.size(); ++r)
+      if (!all[r].empty())
+        Fail("checkpoint restore of step {} (process {} of {} found it): {}", step, r, all.size(), Text(all[r]));
+  }
+  // The check's buffer goes before the first new block is allocated.
   std::vector<uint8_t>().swap(buffer);
   for (size_t i = 0; i < state.tensors.size(); ++i) {
     const auto& [name, t] = state.tensors[i];
-    const int64_t elem = DTypeSize(t.impl()->type.dtype);
+    const DType dtype = t.impl()->type.dtype;
+    const int64_t elem = DTypeSize(dtype);
     Assembly a = PlanAssembly(t);
+    stats.largest_block_bytes = std::max(stats.largest_block_bytes, a.local.NumElements() * elem);
+    const bool in_place = PlanInPlace(t, a);  // Note [Restoring in place]
+    if (!in_place) {
+      Allocate(a, dtype);
+      stats.new_block_bytes = std::max(stats.new_block_bytes, a.Bytes(dtype));
+    } else {
+      ++stats.tensors_in_place;
+    }
     for (const SavedBlock& b : blocks[i]) {
+      if (!a.Needs(b.box)) continue;
       // A saved block that is exactly one new block (the same layout) is read straight into it.
       const auto direct = std::find(a.buffer_boxes.begin(), a.buffer_boxes.end(), b.box);
       const size_t direct_k = static_cast<size_t>(direct - a.buffer_boxes.begin());
-      std::span<uint8_t> src;
       if (direct != a.buffer_boxes.end() && a.boxes[direct_k] == b.box) {
-        src = a.buffers[direct_k]->mutable_bytes();
-      } else {
-        buffer.resize(static_cast<size_t>(b.end - b.begin));
-        src = buffer;
+        std::span<uint8_t> dst = a.buffers[direct_k]->mutable_bytes();
+        for (size_t c = 0; c < chunks_of(b); ++c) {
+          const ChunkOf chunk = Chunk(b, c);
+          read(b, c, name, dst.subspan(static_cast<size_t>(chunk.begin - b.begin),
+                                       static_cast<size_t>(chunk.end - chunk.begin)), true);
+        }
+        for (size_t k = 0; k < a.boxes.size(); ++k)
+          if (k != direct_k)
+            CopyRegion(dst, b.box, a.buffers[k]->mutable_bytes(), a.buffer_boxes[k], Intersect(a.boxes[k], b.box),
+                       elem);
+        continue;
       }
-      read(b, name, src, true);
-      for (size_t k = 0; k < a.boxes.size(); ++k) {
-        const Box region = Intersect(a.boxes[k], b.box);
-        if (BoxElements(region) == 0 || a.buffers[k]->mutable_bytes().data() == src.data()) continue;
-        CopyRegion(src, b.box, a.buffers[k]->mutable_bytes(), a.buffer_boxes[k], region, elem);
+      for (size_t c = 0; c < chunks_of(b); ++c) {
+        const ChunkOf chunk = Chunk(b, c);
+        if (!a.Needs(chunk.box)) continue;
+        std::span<uint8_t> src = stage(chunk.end - chunk.begin);
+        read(b, c, name, src, true);
+        for (size_t k = 0; k < a.boxes.size(); ++k)
+          CopyRegion(src, chunk.box, a.buffers[k]->mutable_bytes(), a.buffer_boxes[k], Intersect(a.boxes[k], chunk.box),
+                     elem);
       }
     }
+    if (in_place) continue;
     Tensor value = Finish(a, t, fmt::format("checkpoint {} tensor {}", step_dir, name));
     set_data(state.tensors[i].second, value);
   }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "axle/compile.h"
 #include "axle/spmd.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/shard_io.h"
@@ -273,6 +274,58 @@ TEST_F(CorruptionTest, AFlippedDigitInTheMetadataFailsItsChecksum) {
   EXPECT_THROW(m.read_extra(1), Error);
 }
 
+// Note [Restoring in chunks]: a flipped byte names the chunk (its offset and bytes) it lies in.
+TEST_F(CorruptionTest, AFlippedByteIsFoundInItsChunk) {
+  {
+    Manager m(dir_, {.chunk_bytes = 20});  // w is [3, 5] f32: one row (20 bytes) per chunk
+    m.save(1, SmallState(1.0f));
+  }
+  std::ifstream in(dir_ + "/step_00000001/checkpoint.json");
+  const auto shard = nlohmann::json::parse(in)["tensors"]["w"]["shards"][0];
+  EXPECT_EQ(shard["chunks"]["rows"], 1);
+  ASSERT_EQ(shard["chunks"]["xxh3_64"].size(), 3u);
+  const int64_t begin = shard["byte_range"][0].get<int64_t>();
+  const std::string file = dir_ + "/step_00000001/device_00000.safetensors";
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(begin + 2 * 20 + 7);  // in row 2
+  f.put('\x7f');
+  f.close();
+  ExpectRestoreFails({"'w'", file, "offset [2,0]", fmt::format("bytes [{}, {})", begin + 40, begin + 60), "checksum"});
+}
+
+// Checkpoints of version 1 (one checksum per block) still restore.
+TEST_F(ManagerTest, RestoresVersionOneCheckpoints) {
+  const State saved = SmallState(4.0f);
+  {
+    Manager m(dir_);
+    m.save(3, saved);
+  }
+  const std::string step = dir_ + "/step_00000003";
+  nlohmann::json meta = nlohmann::json::parse(std::ifstream(step + "/checkpoint.json"));
+  meta["version"] = 1;
+  for (auto& [name, t] : meta["tensors"].items())
+    for (auto& shard : t["shards"]) {
+      std::ifstream file(step + "/" + shard["file"].get<std::string>(), std::ios::binary);
+      const int64_t b = shard["byte_range"][0].get<int64_t>(), e = shard["byte_range"][1].get<int64_t>();
+      std::vector<uint8_t> bytes(static_cast<size_t>(e - b));
+      file.seekg(b);
+      file.read(reinterpret_cast<char*>(bytes.data()), e - b);
+      shard.erase("chunks");
+      shard["xxh3_64"] = Checksum(bytes);
+    }
+  const std::string text = meta.dump(1) + "\n";
+  std::ofstream(step + "/checkpoint.json") << text;
+  std::ofstream(step + "/commit.json") << nlohmann::json{{"bytes", text.size()},
+                                                         {"xxh3_64", Checksum(std::span<const uint8_t>(
+                                                                         reinterpret_cast<const uint8_t*>(text.data()),
+                                                                         text.size()))}}
+                                              .dump();
+  Manager m(dir_);
+  State back = SmallState(0.0f);
+  m.restore(3, back);
+  ExpectSameBits(saved, back);
+}
+
 // ---- Restoring onto another mesh -----------------------------------------------------------------
 
 // A layout: devices, mesh and the spec of each test tensor ([7, 6] f32 and [5] bf16-sized i16
@@ -331,7 +384,7 @@ TEST_F(ManagerTest, RestoresOntoEveryOtherMeshBitForBit) {
   for (size_t from = 0; from < layouts.size(); ++from) {
     const Layout& src = layouts[from];
     flags::set_cpu_devices(src.devices);
-    Manager m(dir_ + "/" + src.name);
+    Manager m(dir_ + "/" + src.name, {.chunk_bytes = 48});  // two rows of the matrix per chunk
     State s;
     s.tensors.emplace_back("matrix", Place(matrix, src, src.matrix));
     s.tensors.emplace_back("vector", Place(vector, src, src.vector));
@@ -353,6 +406,13 @@ TEST_F(ManagerTest, RestoresOntoEveryOtherMeshBitForBit) {
       t.tensors.emplace_back("vector", Target(vector.type(), dst, dst.vector));
       t.tensors.emplace_back("scalar", Target(scalar.type(), dst, {}));
       m.restore(1, t);
+      // One process holds every device: it reads every chunk once per pass, through a buffer of at
+      // most one chunk (two rows of 24 bytes), and holds one tensor's new blocks besides.
+      const RestoreStats& stats = m.last_restore();
+      EXPECT_EQ(stats.bytes_checked, 42 * 4 + 5 * 4 + 4) << src.name << " -> " << dst.name;
+      EXPECT_EQ(stats.bytes_read, stats.bytes_checked) << src.name << " -> " << dst.name;
+      EXPECT_LE(stats.staging_bytes, 48) << src.name << " -> " << dst.name;
+      EXPECT_LE(stats.new_block_bytes, 2 * 42 * 4) << src.name << " -> " << dst.name;  // dp/tp pad or replicate
       EXPECT_TRUE(t.tensors[0].second.to_literal() == matrix) << src.name << " -> " << dst.name;
       EXPECT_TRUE(t.tensors[1].second.to_literal() == vector) << src.name << " -> " << dst.name;
       EXPECT_TRUE(t.tensors[2].second.to_literal() == scalar) << src.name << " -> " << dst.name;
@@ -366,6 +426,55 @@ TEST_F(ManagerTest, RestoresOntoEveryOtherMeshBitForBit) {
       }
     }
   }
+}
+
+// Note [Restoring in place]: a tensor in the layout it restores into, whose buffers nothing else
+// holds, takes the values in its own buffers (no new blocks); one that shares its value with
+// another tensor is rebound to new blocks, and the other keeps the old value.
+TEST_F(ManagerTest, RestoresInPlaceOnlyWhatNothingElseHolds) {
+  const Layout fsdp = Layouts()[4];  // fsdp=4 over 4 devices
+  flags::set_cpu_devices(fsdp.devices);
+  std::vector<float> values(42);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5f * static_cast<float>(i) - 3.0f;
+  const ir::Literal matrix = ir::Literal::FromVector<float>(DType::kF32, Shape{7, 6}, values);
+  const ir::Literal zeros(matrix.type());
+  Manager m(dir_);
+  State s;
+  s.tensors.emplace_back("w", Place(matrix, fsdp, fsdp.matrix));
+  s.tensors.emplace_back("whole", from_literal(matrix));
+  m.save(1, s);
+
+  State t;
+  t.tensors.emplace_back("w", Place(zeros, fsdp, fsdp.matrix));
+  t.tensors.emplace_back("whole", from_literal(zeros));
+  m.restore(1, t);
+  EXPECT_EQ(m.last_restore().tensors_in_place, 2);
+  EXPECT_EQ(m.last_restore().new_block_bytes, 0);
+  EXPECT_TRUE(t.tensors[0].second.to_literal() == matrix);
+  EXPECT_TRUE(t.tensors[1].second.to_literal() == matrix);
+
+  // Annotated but still whole (no step has split it yet): in place too, whole, in one process.
+  State v;
+  v.tensors.emplace_back("w", Target(matrix.type(), fsdp, fsdp.matrix));
+  m.restore(1, v);
+  EXPECT_EQ(m.last_restore().tensors_in_place, 1);
+  EXPECT_EQ(m.last_restore().new_block_bytes, 0);
+  EXPECT_TRUE(v.tensors[0].second.to_literal() == matrix);
+  const std::vector<Tensor> shards = spmd::local_shards(v.tensors[0].second);
+  const std::vector<Tensor> want = spmd::local_shards(Place(matrix, fsdp, fsdp.matrix));
+  ASSERT_EQ(shards.size(), want.size());
+  for (size_t d = 0; d < shards.size(); ++d) EXPECT_TRUE(shards[d].to_literal() == want[d].to_literal()) << d;
+
+  State u;
+  u.tensors.emplace_back("w", Place(zeros, fsdp, fsdp.matrix));
+  u.tensors.emplace_back("whole", from_literal(zeros));
+  Tensor alias = from_literal(zeros);
+  set_data(alias, u.tensors[1].second);  // shares the value of "whole"
+  m.restore(1, u);
+  EXPECT_EQ(m.last_restore().tensors_in_place, 1);
+  EXPECT_EQ(m.last_restore().new_block_bytes, 42 * 4);
+  EXPECT_TRUE(u.tensors[1].second.to_literal() == matrix);
+  EXPECT_TRUE(alias.to_literal() == zeros);
 }
 
 // Note [Snapshots without copies]: save_async references the buffers; steps that update the
