@@ -5,6 +5,7 @@
 #
 #   bench/checkpoint.sh                      # CONFIG=124m STEPS=7 EVERY=3 AXLE=build/axle DIR=/tmp/axle_ckpt_bench
 #   CONFIG=small DEVICES=8 MESH=fsdp=8 bench/checkpoint.sh
+#   RESTORE_PROCS=8 bench/checkpoint.sh     # and a restore in 8 processes of one device each
 set -euo pipefail
 AXLE=${AXLE:-build/axle}
 CONFIG=${CONFIG:-124m}
@@ -41,8 +42,18 @@ rm -f "$DIR/dd.bin"
 echo "== restore (--resume of the last step: nothing left to train)"
 /usr/bin/time -v $AXLE $common --steps "$STEPS" --checkpoint-dir "$DIR/ckpt" --resume 2> "$DIR/time.txt" |
   grep -E "^resumed" | tee "$DIR/restore.txt"
-restore_s=$(sed -E 's/.* in ([0-9.]+) s/\1/' "$DIR/restore.txt")
+restore_s=$(sed -E 's/.* in ([0-9.]+) s:.*/\1/' "$DIR/restore.txt")
 rss=$(grep "Maximum resident" "$DIR/time.txt" | awk '{print $NF}')
 awk -v r="$restore_s" -v b="$bytes" -v rss="$rss" -v l="$largest" 'BEGIN{
   printf "restore %.3f s = %.3f GB/s; peak RSS of the whole process %.3f GB (largest file %.3f GB)\n", r, b/1e9/r, rss*1024/1e9, l/1e9}'
+
+# Restoring onto another layout in several processes (RESTORE_PROCS x 1 device, fsdp over all):
+# each process reads the chunks its shard needs; the resume line gives its memory before and
+# during the restore.
+if [ "${RESTORE_PROCS:-0}" -gt 1 ]; then
+  echo "== restore in $RESTORE_PROCS processes of 1 device, --mesh fsdp=$RESTORE_PROCS (process 0's line)"
+  $AXLE launch --nproc "$RESTORE_PROCS" -- $AXLE train --config $CONFIG --batch 2 --seq 64 --samples 0 --no-progress \
+    --backend cpu --devices 1 --mesh "fsdp=$RESTORE_PROCS" --steps "$STEPS" --checkpoint-dir "$DIR/ckpt" --resume |
+    grep -E "^resumed"
+fi
 rm -rf "$DIR"

@@ -43,6 +43,15 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// A field of /proc/self/status in kB ("VmRSS", "VmHWM"), or -1 where there is none.
+int64_t ProcStatusKb(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field + ":", 0) == 0) return std::atoll(line.c_str() + field.size() + 1);
+  return -1;
+}
+
 // The allocator this process runs on: tcmalloc when the axle tool was linked with it or it was
 // preloaded (Note [The tool's allocator], CMakeLists.txt), else the C library's.
 std::string Allocator() {
@@ -188,7 +197,9 @@ extern "C" void OnStopSignal(int sig) { g_stop_signal.store(sig); }
 // returns, and `axle train` exits with 128 + the signal. A second signal still only sets the flag
 // (the save is what the user asked for); SIGKILL cannot be caught, which the commit protocol
 // covers (Note [Checkpoint commit protocol], src/checkpoint/manager.cc). The previous handlers
-// come back when Train returns.
+// come back when Train returns. With several processes the signal may reach one of them or all,
+// at different steps; the save is collective, so each process puts what it got into the exchange
+// of step times that every step makes, and all stop after the step where one of them reported it.
 class StopSignals {
  public:
   explicit StopSignals(bool on) : on_(on) {
@@ -227,9 +238,10 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   const int rank = distributed::rank(), processes = distributed::world_size();
   std::ostringstream quiet;
   std::ostream& out = rank == 0 ? all_out : quiet;
-  if (processes > 1 && (!o.checkpoint_dir.empty() || !o.save.empty()))
-    Fail("--checkpoint-dir and --save in a run of several processes: not yet (each process would write its own "
-         "shards and one would commit; docs/checkpoint.md, \"Limits\"); run them in one process");
+  if (processes > 1 && !o.save.empty())
+    Fail("--save {} in a run of several processes: save with --checkpoint-dir DIR (every process writes its own "
+         "shards), then write the weights with `axle export --checkpoint DIR --out HF_DIR` (docs/checkpoint.md)",
+         o.save);
   if (processes > 1) {
     // Every process must train the same model on the same data: compare the flags now, with a
     // message that names them, rather than at the first collective.
@@ -331,11 +343,25 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
       const uint64_t saved_seed = extra.value("rng", nlohmann::json::object()).value("seed", o.seed);
       if (saved_seed != rng_seed()) manual_seed(saved_seed);  // the generator continues as saved
       checkpoint::State resumed = TrainState(*model, opt);
+      axle::wait();  // the state's zeros are in place: the memory figures below are the restore's
+      const int64_t rss_before = ProcStatusKb("VmRSS"), peak_before = ProcStatusKb("VmHWM");
       const Clock::time_point t0 = Clock::now();
       ckpt->restore(*latest, resumed);
       const double restore_s = Since(t0);
+      const int64_t peak_after = ProcStatusKb("VmHWM");
       first_step = ApplyExtra(resumed.extra, opt, where);
-      out << fmt::format("resumed from {} (step {}) in {:.3f} s\n", where, first_step, restore_s);
+      const checkpoint::RestoreStats& rs = ckpt->last_restore();
+      out << fmt::format("resumed from {} (step {}) in {:.3f} s: {:.1f} MB read{} through a {:.1f} MB buffer, {} of "
+                         "{} tensors in place, new blocks at most {:.1f} MB (the largest shard {:.1f} MB)",
+                         where, first_step, restore_s, rs.bytes_read / 1e6, processes > 1 ? " by process 0" : "",
+                         rs.staging_bytes / 1e6, rs.tensors_in_place, resumed.tensors.size(),
+                         rs.new_block_bytes / 1e6, rs.largest_block_bytes / 1e6);
+      if (rss_before >= 0 && peak_after >= 0)  // a new peak during the restore, or none
+        out << fmt::format("; host memory {:.1f} MB before it, {}", rss_before / 1e3,
+                           peak_after > peak_before ? fmt::format("peak {:.1f} MB during it", peak_after / 1e3)
+                                                    : fmt::format("no new peak during it ({:.1f} MB before)",
+                                                                  peak_before / 1e3));
+      out << "\n";
     } else if (!ckpt->all_steps().empty()) {
       Fail("--checkpoint-dir {} already holds checkpoints (steps up to {}): pass --resume to continue that run, or "
            "choose an empty directory",
@@ -375,6 +401,11 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   const bool bar = o.progress && rank == 0 && isatty(STDERR_FILENO);
 
   const int64_t tokens_per_step = o.batch * o.seq;
+  // A stop signal: with one process, as soon as it arrives; with several, once the step-time
+  // exchange has told every process that one got it, so that all stop after the same step.
+  StopSignals signals(ckpt != nullptr);
+  int agreed_signal = 0, signal_process = 0;
+  auto stop_signal = [&] { return processes > 1 ? agreed_signal : signals.signal(); };
   auto log = [&](StepLog s) {
     result.steps.push_back(s);
     // SPMD counters (zero on one device): this process's devices' collectives in the last step
@@ -382,15 +413,20 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
     const runtime::CollectiveStats c = mesh ? detail::LastCollectiveStats() : runtime::CollectiveStats{};
     const double collective_s = c.seconds / static_cast<double>(flags::cpu_devices());
     // Several processes: every rank's step time, so that rank 0 can name the slowest.
+    // The same exchange carries a stop signal that any process got (Note [Stopping on a signal]).
     std::vector<double> rank_step_s;
     if (processes > 1) {
-      const double mine[2] = {s.step_s, collective_s};
+      const double mine[3] = {s.step_s, collective_s, static_cast<double>(signals.signal())};
       const auto all = runtime::GetWorld()->AllGatherBytes(
           {reinterpret_cast<const uint8_t*>(mine), sizeof mine}, fmt::format("the times of step {}", s.step));
-      for (const auto& b : all) {
-        double t[2];
-        std::memcpy(t, b.data(), sizeof t);
+      for (size_t r = 0; r < all.size(); ++r) {
+        double t[3];
+        std::memcpy(t, all[r].data(), sizeof t);
         rank_step_s.push_back(t[0]);
+        if (t[2] != 0 && agreed_signal == 0) {
+          agreed_signal = static_cast<int>(t[2]);
+          signal_process = static_cast<int>(r);
+        }
       }
     }
     const size_t slowest =
@@ -446,7 +482,6 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   Tensor prev_loss;
   StepLog prev;
   Clock::time_point last_done = Clock::now();
-  StopSignals signals(ckpt != nullptr);
   checkpoint::State ckpt_state;
   if (ckpt) ckpt_state = TrainState(*model, opt);
   // Saves the state after `done` steps: in the background (save_async) on the schedule, or forced
@@ -497,7 +532,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
     prev_loss = loss;
     prev = StepLog{step, 0, lr, 0, 0, compile_s};
     done = step + 1;
-    if (signals.signal() != 0) break;
+    if (stop_signal() != 0) break;
     if (done < last_step) save(done, false);
   }
   if (prev_loss.defined()) {
@@ -524,9 +559,10 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
     if (result.final_save_s > 0) out << fmt::format("; the final save took {:.3f} s to commit", result.final_save_s);
     out << "\n";
   }
-  if (const int sig = signals.signal()) {
+  if (const int sig = stop_signal()) {
     result.stopped_by_signal = sig;
-    out << fmt::format("stopped by {} after step {}; continue with --resume\n", SignalName(sig), done - 1)
+    out << fmt::format("stopped by {}{} after step {}; continue with --resume\n", SignalName(sig),
+                       processes > 1 ? fmt::format(" (sent to process {})", signal_process) : "", done - 1)
         << std::flush;
     return result;
   }

@@ -60,6 +60,46 @@ TEST_F(LaunchCliTest, SeveralProcessesTrainAsOneProcessWithAllTheDevices) {
 }
 
 // A rank that fails ends the run: the launcher returns its code and the others stop.
+// Checkpoints of a run of several processes (docs/checkpoint.md, "Several processes"): stopped
+// and resumed on the same processes, the losses are those of the run that never stopped, bit for
+// bit; the same checkpoint resumes in one process, and one process's in four.
+TEST_F(LaunchCliTest, CheckpointsOfSeveralProcessesResume) {
+  const char* train = "train --config tiny --batch 8 --seq 16 --no-progress --samples 0 --backend cpu --steps";
+  const std::string straight = Path("straight.jsonl");
+  RunResult r = RunAxle(fmt::format("{} 6 --devices 4 --mesh fsdp=2,tp=2 --log-json {}", train, straight));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::vector<double> want = Losses(straight);
+  ASSERT_EQ(want.size(), 6u);
+  const std::string dir = Path("ckpt"), first = Path("first.jsonl"), second = Path("second.jsonl");
+  r = RunAxle(fmt::format("launch --nproc 2 -- {} {} 6 --devices 2 --mesh fsdp=2,tp=2 --stop-at 3 --checkpoint-dir {} "
+                          "--checkpoint-every 2 --log-json {}",
+                          AXLE_BINARY, train, dir, first));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("checkpoint: step 3 committed"));
+  std::filesystem::copy(dir, Path("ckpt-copy"), std::filesystem::copy_options::recursive);
+  r = RunAxle(fmt::format("launch --nproc 2 -- {} {} 6 --devices 2 --mesh fsdp=2,tp=2 --checkpoint-dir {} --resume "
+                          "--log-json {}",
+                          AXLE_BINARY, train, dir, second));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("(step 3)"));
+  std::vector<double> got = Losses(first);
+  for (double l : Losses(second)) got.push_back(l);
+  EXPECT_EQ(got, want);
+  // The same checkpoint in one process with one device: the same model, another reduction order.
+  const std::string alone = Path("alone.jsonl");
+  r = RunAxle(fmt::format("{} 6 --devices 1 --checkpoint-dir {} --resume --log-json {}", train, Path("ckpt-copy"), alone));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::vector<double> rest = Losses(alone);
+  ASSERT_EQ(rest.size(), 3u);
+  for (size_t i = 0; i < rest.size(); ++i) EXPECT_NEAR(rest[i], want[3 + i], 1e-5) << i;
+  // One process's checkpoint (step 6 of the run above) in four processes of one device each.
+  r = RunAxle(fmt::format("launch --nproc 4 -- {} {} 7 --devices 1 --mesh fsdp=4 --checkpoint-dir {} --resume",
+                          AXLE_BINARY, train, Path("ckpt-copy")));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("(step 6)"));
+  EXPECT_THAT(r.output, HasSubstr("checkpoint: step 7 committed"));
+}
+
 TEST_F(LaunchCliTest, AFailingRankEndsTheRunWithItsCode) {
   const auto start = std::chrono::steady_clock::now();
   RunResult r = RunAxle(fmt::format("launch --nproc 2 --grace 2 -- sh -c 'if [ $RANK = 1 ]; then exit 7; fi; sleep 60'"));
@@ -103,10 +143,11 @@ TEST_F(LaunchCliTest, BadMeshesAndMissingCommandsAreClearErrors) {
   EXPECT_THAT(r.output, HasSubstr("--mesh fsdp=4 has 4 devices but the run has 2"));
   r = RunAxle("launch --nproc 2");
   EXPECT_NE(r.status, 0);
-  r = RunAxle(fmt::format("launch --nproc 2 -- {} {} --devices 1 --checkpoint-dir {}", AXLE_BINARY, kTrain,
-                          Path("ck")));
+  r = RunAxle(fmt::format("launch --nproc 2 -- {} {} --devices 1 --save {}", AXLE_BINARY, kTrain,
+                          Path("m.safetensors")));
   EXPECT_NE(r.status, 0);
-  EXPECT_THAT(r.output, HasSubstr("not yet"));
+  EXPECT_THAT(r.output, HasSubstr("save with --checkpoint-dir DIR"));
+  EXPECT_THAT(r.output, HasSubstr("axle export"));
 }
 
 }  // namespace
