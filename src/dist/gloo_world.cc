@@ -249,9 +249,21 @@ class GlooWorld final : public runtime::World {
     const int n = env_.size, me = env_.rank;
     std::vector<std::vector<uint8_t>> out(static_cast<size_t>(n));
     out[static_cast<size_t>(me)].assign(mine.begin(), mine.end());
+    auto store_gone = [&](const std::string& why) {
+      if (why.find("connection closed") != std::string::npos || why.find("no store at") != std::string::npos)
+        Fail("{} (keyed exchange '{}'): process 0 is lost (the rendezvous store it served is gone: {})", what, key,
+             why);
+    };
+    // Short connection deadlines: a store that is gone (process 0 was lost) must end the exchange
+    // in seconds, not after the collective timeout.
+    const auto connect = std::chrono::seconds(5);
     try {
-      NewStore()->set(prefix + std::to_string(me), std::vector<char>(mine.begin(), mine.end()));
+      if (!dir_.empty())
+        gloo::rendezvous::FileStore(dir_).set(prefix + std::to_string(me), std::vector<char>(mine.begin(), mine.end()));
+      else
+        TcpStore(host_, port_, connect).set(prefix + std::to_string(me), std::vector<char>(mine.begin(), mine.end()));
     } catch (const std::exception& e) {
+      store_gone(e.what());
       Fail("{} (keyed exchange '{}'): process {} cannot reach the rendezvous store: {}", what, key, me, e.what());
     }
     const auto deadline = Clock::now() + timeout_;
@@ -269,13 +281,10 @@ class GlooWorld final : public runtime::World {
             files.wait({k}, slice);
             value = files.get(k);
           } else {
-            value = TcpStore(host_, port_, std::chrono::seconds(5)).GetWithin(k, slice);
+            value = TcpStore(host_, port_, connect).GetWithin(k, slice);
           }
         } catch (const std::exception& e) {
-          const std::string why = e.what();
-          if (why.find("connection closed") != std::string::npos || why.find("no store at") != std::string::npos)
-            Fail("{} (keyed exchange '{}'): process 0 is lost (the rendezvous store it served is gone: {})", what, key,
-                 why);
+          store_gone(e.what());  // else a slice that found nothing
         }
         if (value) {
           out[static_cast<size_t>(p)].assign(value->begin(), value->end());

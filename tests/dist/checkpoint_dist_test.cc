@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <random>
 #include <sstream>
 #include <thread>
 #include <nlohmann/json.hpp>
@@ -157,7 +158,68 @@ TEST(DistWorker, TrainsUntilASignal) {
   std::cout << "DistWorker done" << std::endl;
 }
 
+// 2 processes x 1 device save steps 1, 2, ... (each step's tensor filled with the step number)
+// until the parent kills one of them; the survivor reports the loss instead of hanging.
+TEST(DistWorker, SavesUntilKilled) {
+  WORKER_ONLY("SavesUntilKilled");
+  ASSERT_TRUE(distributed::Init());
+  const spmd::Mesh mesh({2}, {"fsdp"});
+  Manager m(CheckpointDir(), {.max_to_keep = 2, .chunk_bytes = 1 << 16});
+  try {
+    for (int64_t step = 1;; ++step) {
+      State s;
+      s.tensors.emplace_back("w", Place(ir::Literal::FromVector<float>(
+                                            DType::kF32, Shape{512, 1024},
+                                            std::vector<float>(512 * 1024, static_cast<float>(step))),
+                                        mesh, {"fsdp"}));
+      s.extra["step"] = step;
+      m.save(step, s);
+    }
+  } catch (const Error& e) {
+    std::cout << "survivor saw: " << e.what() << std::endl;
+    std::_Exit(3);
+  }
+}
+
 class CheckpointDistTest : public DistTest {};
+
+// Note [Saving from several processes]: whichever process dies, and whenever, the survivor stops
+// within seconds and the newest committed step restores whole; the next Manager removes the
+// uncommitted one.
+TEST_F(CheckpointDistTest, AProcessKilledDuringSavesNeverLeavesATornCheckpoint) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 4; ++round) {
+    const std::string dir = (dir_ / fmt::format("kill{}", round)).string();
+    const auto start = Clock::now();
+    std::vector<Child> children = Start(2, 1, "SavesUntilKilled", dir_.string(), {{"AXLE_TEST_CKPT_DIR", dir}});
+    while (!fs::exists(dir + "/step_00000002") && Clock::now() - start < std::chrono::seconds(100))
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 400)(rng)));
+    const int victim = round % 2;
+    const auto killed = Clock::now();
+    ::kill(children[static_cast<size_t>(victim)].pid, SIGKILL);
+    WaitAll(children, std::chrono::seconds(120), start);
+    const Child& survivor = children[static_cast<size_t>(1 - victim)];
+    const std::string log = ReadLog(survivor);
+    EXPECT_TRUE(WIFEXITED(survivor.status) && WEXITSTATUS(survivor.status) == 3) << log;
+    EXPECT_THAT(log, HasSubstr(fmt::format("process {} is lost", victim))) << log;
+    EXPECT_LT(survivor.exit_s - std::chrono::duration<double>(killed - start).count(), 30.0) << log;
+    flags::set_cpu_devices(2);
+    Manager m(dir);  // removes what the killed save left
+    ASSERT_TRUE(m.latest().has_value()) << "round " << round;
+    const int64_t step = *m.latest();
+    State t;
+    t.tensors.emplace_back("w", from_literal(ir::Literal(ir::TensorType(DType::kF32, Shape{512, 1024}))));
+    m.restore(step, t);
+    EXPECT_EQ(t.extra["step"], step);
+    const std::vector<float> v = t.tensors[0].second.to_vector<float>();
+    EXPECT_EQ(v.front(), static_cast<float>(step));
+    EXPECT_EQ(v.back(), static_cast<float>(step));
+    for (const auto& e : fs::directory_iterator(dir))
+      EXPECT_NE(e.path().filename().string().rfind(".step_", 0), 0u) << e.path();
+    flags::set_cpu_devices(1);
+  }
+}
 
 TEST_F(CheckpointDistTest, ASignalToOneProcessStopsAllAfterTheSameStep) {
   const std::string dir = (dir_ / "signal").string();
