@@ -52,7 +52,7 @@ awk -v r="$restore_s" -v b="$bytes" -v rss="$rss" -v l="$largest" 'BEGIN{
 # during the restore.
 if [ "${RESTORE_PROCS:-0}" -gt 1 ]; then
   echo "== restore in $RESTORE_PROCS processes of 1 device, --mesh fsdp=$RESTORE_PROCS (process 0's line)"
-  $AXLE launch --nproc "$RESTORE_PROCS" -- $AXLE train --config $CONFIG --batch 2 --seq 64 --samples 0 --no-progress \
+  $AXLE launch --nproc "$RESTORE_PROCS" -- $AXLE train --config $CONFIG --batch "$RESTORE_PROCS" --seq 64 --samples 0 --no-progress \
     --backend cpu --devices 1 --mesh "fsdp=$RESTORE_PROCS" --steps "$STEPS" --checkpoint-dir "$DIR/ckpt" --resume |
     grep -E "^resumed"
 fi

@@ -532,7 +532,6 @@ Manager::Manager(std::string dir, ManagerOptions options) : dir_(std::move(dir))
   if (options_.max_file_bytes < 1)
     Fail("checkpoint::Manager: max_file_bytes {} must be at least 1", options_.max_file_bytes);
   if (options_.chunk_bytes < 1) Fail("checkpoint::Manager: chunk_bytes {} must be at least 1", options_.chunk_bytes);
-  std::error_code ec;
   if (options_.read_only) {
     if (!fs::is_directory(dir_)) Fail("checkpoint directory '{}' does not exist", dir_);
     worker_ = std::thread([this] { Worker(); });
@@ -552,7 +551,7 @@ Manager::Manager(std::string dir, ManagerOptions options) : dir_(std::move(dir))
     }
   }
   if (world != nullptr) {
-    const std::string mine = json{{"dir", fs::absolute(dir_).lexically_normal().string()}, {"error", error}}.dump();
+    const std::string mine = json{{"dir", dir_}, {"error", error}}.dump();  // as given: hosts mount differently
     const auto all = world->AllGatherBytes(Bytes(mine), fmt::format("opening checkpoint directory {}", dir_));
     const json first = json::parse(Text(all[0]));
     if (!first["error"].get<std::string>().empty()) {
