@@ -248,10 +248,12 @@ class GPT2Block : public Module {
 // N(0, (0.02/sqrt(2 n_layer))^2), biases 0, layer-norm weights 1.
 class GPT2 : public Module {
  public:
-  // With `init`, draws GPT-2's init from `seed` and sync()s, so the parameters are device data
-  // (leaves of the first training step). `init` false leaves every parameter a pending zero (for
-  // loading weights right after).
-  explicit GPT2(const GPT2Config& config, uint64_t seed = 0, bool init = true);
+  // With `init`, draws GPT-2's init from `seed` and, with `materialize`, sync()s, so the
+  // parameters are device data (leaves of the first training step). `init` false leaves every
+  // parameter a pending zero (for loading weights right after). `materialize` false leaves the
+  // init pending too, so that shardings marked before the next sync() lay it out: each device
+  // then keeps only its shard of the model (axle train over a mesh).
+  explicit GPT2(const GPT2Config& config, uint64_t seed = 0, bool init = true, bool materialize = true);
   // idx [B, T] integer tokens (T <= n_positions) -> logits [B, T, vocab_size].
   Tensor forward(const Tensor& idx) const;
   // The mean cross-entropy of forward(idx) against targets [B, T].

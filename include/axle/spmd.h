@@ -82,6 +82,10 @@ void clear_global_mesh();
 const Tensor& mark_sharding(const Tensor& t, const Mesh& mesh, const PartitionSpec& spec);
 // On the global mesh; throws when there is none.
 const Tensor& mark_sharding(const Tensor& t, const PartitionSpec& spec);
+// Gives `t` the annotation `like` has (its mesh and layout; nothing when `like` has none), for
+// state kept beside a tensor of the same shape: an optimizer's moments follow their parameter's
+// sharding, as FSDP lays them out. Throws when the shapes differ. Returns `t`.
+const Tensor& mark_sharding_like(const Tensor& t, const Tensor& like);
 
 // The sharding of `t`: its annotation, or what propagation through the pending graph gives it
 // (before anything executes). A tensor of a trace without any annotation is replicated.

@@ -184,6 +184,25 @@ const Tensor& mark_sharding(const Tensor& t, const Mesh& mesh, const PartitionSp
   return t;
 }
 
+const Tensor& mark_sharding_like(const Tensor& t, const Tensor& like) {
+  AXLE_CHECK(t.defined() && like.defined(), "mark_sharding_like of an undefined tensor");
+  const detail::TensorImpl& from = *like.impl();
+  if (!from.sharding || !from.mesh) return t;
+  if (t.sizes() != like.sizes())
+    Fail("mark_sharding_like({}, like {}): the shapes differ ({} and {}); a layout is copied between tensors of one "
+         "shape",
+         TensorName(t), TensorName(like), t.type_string(), like.type_string());
+  detail::TensorImpl& impl = *t.impl();
+  detail::Trace& trace = detail::CurrentTrace();
+  if (trace.mesh && !(*trace.mesh == *from.mesh))
+    Fail("mark_sharding_like({}, like {}): this step already uses mesh {}, {} is on mesh {}; one step uses one mesh",
+         TensorName(t), TensorName(like), trace.mesh->ToString(), TensorName(like), from.mesh->ToString());
+  impl.sharding = from.sharding;
+  impl.mesh = from.mesh;
+  detail::Annotate(impl, detail::ValueOf(t));
+  return t;
+}
+
 const Tensor& mark_sharding(const Tensor& t, const PartitionSpec& spec) {
   const Mesh* mesh = get_global_mesh();
   if (mesh == nullptr)

@@ -206,7 +206,7 @@ Tensor GPT2Block::forward(const Tensor& x) const {
   return h + (*mlp)((*ln_2)(h));
 }
 
-GPT2::GPT2(const GPT2Config& config, uint64_t seed, bool init) : Module("GPT2"), config_(config) {
+GPT2::GPT2(const GPT2Config& config, uint64_t seed, bool init, bool materialize) : Module("GPT2"), config_(config) {
   config_.Validate();
   wte = register_module("wte", std::make_shared<Embedding>(config.vocab_size, config.n_embd,
                                                            DeriveSeed(seed, "wte"), 0.02));
@@ -222,7 +222,7 @@ GPT2::GPT2(const GPT2Config& config, uint64_t seed, bool init) : Module("GPT2"),
   if (!init) {
     NoGradGuard no_grad;
     for (auto& p : parameters()) p.zero_();
-  } else {
+  } else if (materialize) {
     sync();  // the parameters become device buffers (leaves of the first training step)
   }
 }

@@ -9,6 +9,7 @@
 #include <numbers>
 
 #include "axle/compile.h"
+#include "axle/spmd.h"
 #include "core/error.h"
 
 namespace axle::optim {
@@ -202,9 +203,11 @@ AdamW::AdamW(std::vector<ParamGroup> groups, double lr, std::pair<double, double
     exp_avg_sq_.emplace_back();
     max_exp_avg_sq_.emplace_back();
     for (auto& p : group.params) {
-      exp_avg_.back().push_back(zeros_like(p));
-      exp_avg_sq_.back().push_back(zeros_like(p));
-      max_exp_avg_sq_.back().push_back(amsgrad_ ? zeros_like(p) : Tensor());
+      // Each moment has its parameter's layout (a parameter marked before the optimizer is made:
+      // the state is born sharded, never whole).
+      exp_avg_.back().push_back(spmd::mark_sharding_like(zeros_like(p), p));
+      exp_avg_sq_.back().push_back(spmd::mark_sharding_like(zeros_like(p), p));
+      max_exp_avg_sq_.back().push_back(amsgrad_ ? spmd::mark_sharding_like(zeros_like(p), p) : Tensor());
     }
   }
   // The state exists before the first step, so steps 1 and 2 trace the same graph.

@@ -76,6 +76,11 @@ spmd::PartitionSpec Gpt2ParameterSpec(const std::string& name, int64_t rank, con
   return spec;
 }
 
+void ShardGpt2Parameters(const nn::Module& model, const spmd::Mesh& mesh) {
+  for (const auto& [name, p] : model.named_parameters())
+    spmd::mark_sharding(p, mesh, Gpt2ParameterSpec(name, p.dim(), mesh));
+}
+
 void ShardGpt2(const nn::Module& model, const optim::AdamW& opt, const spmd::Mesh& mesh) {
   std::map<const void*, spmd::PartitionSpec> spec_of;
   for (const auto& [name, p] : model.named_parameters()) {

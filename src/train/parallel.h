@@ -28,6 +28,10 @@ std::optional<spmd::Mesh> ParseMesh(const std::string& mesh_text, int64_t device
 // The spec of GPT-2 parameter `name` (rank `rank`) on `mesh`.
 spmd::PartitionSpec Gpt2ParameterSpec(const std::string& name, int64_t rank, const spmd::Mesh& mesh);
 
+// Marks every parameter of `model`: before the optimizer is made and before the model's first
+// sync(), so that the init and AdamW's moments (which follow their parameter's layout) are
+// computed as shards and no process holds the model whole.
+void ShardGpt2Parameters(const nn::Module& model, const spmd::Mesh& mesh);
 // Marks every parameter of `model` and its AdamW state (`groups` as given to the optimizer).
 void ShardGpt2(const nn::Module& model, const optim::AdamW& opt, const spmd::Mesh& mesh);
 

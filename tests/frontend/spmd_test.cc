@@ -7,6 +7,7 @@
 
 #include "axle/metrics.h"
 #include "core/flags.h"
+#include "frontend/lazy.h"
 #include "frontend/sharded_step.h"
 
 #include <cmath>
@@ -55,6 +56,28 @@ TEST_F(SpmdApiTest, ImpossibleSpecsNameTheTensorAndTheSpec) {
   EXPECT_THAT(ErrorOf([&] { mark_sharding(x, {"dp"}); }), HasSubstr("without a mesh: call set_global_mesh"));
   EXPECT_THAT(ErrorOf([] { Mesh({2, 2}, {"x", "x"}); }), HasSubstr("axis 'x' is named twice"));
   EXPECT_THAT(ErrorOf([] { Mesh({0, 1, 1}, {3}, {"x"}); }), HasSubstr("not a permutation"));
+}
+
+// State kept beside a parameter takes its layout; computed pending, it is born as shards.
+TEST_F(SpmdApiTest, MarkShardingLikeCopiesTheLayoutAndTheStateIsBornSharded) {
+  Mesh mesh({4}, {"fsdp"});
+  Tensor p = ones({8, 6});  // pending: the step that computes it runs partitioned
+  mark_sharding(p, mesh, {"fsdp"});
+  Tensor m = mark_sharding_like(zeros_like(p), p);
+  EXPECT_EQ(sharding_of(m), sharding_of(p));
+  Tensor plain = mark_sharding_like(zeros({8, 6}), zeros({8, 6}));  // nothing to copy
+  EXPECT_TRUE(sharding_of(plain).IsReplicated());
+  EXPECT_THAT(ErrorOf([&] { mark_sharding_like(zeros({6, 8}), p); }),
+              AllOf(HasSubstr("the shapes differ"), HasSubstr("f32[6,8]"), HasSubstr("f32[8,6]")));
+  const int64_t reshards = metrics().host_reshards;
+  sync();
+  for (const Tensor& t : {p, m}) {
+    const std::shared_ptr<detail::ShardedData> data = t.impl()->data->GetSharded();
+    ASSERT_NE(data, nullptr);  // shards from the start: never whole on the host
+    EXPECT_EQ(data->shards[0]->shape(), Shape({2, 6}));
+  }
+  EXPECT_EQ(metrics().host_reshards, reshards);
+  EXPECT_EQ(p.to_vector<float>(), std::vector<float>(48, 1.0f));
 }
 
 TEST_F(SpmdApiTest, ShardingOfAPendingIntermediateBeforeAnythingRuns) {

@@ -115,7 +115,33 @@ TEST_F(ParallelTrainTest, FsdpShardsEveryParameterAndItsOptimizerState) {
   std::ostringstream out;
   TrainOptions o = Tiny(8, "fsdp=8");
   o.log_json = ::testing::TempDir() + "/fsdp.jsonl";
+  // Note [A model born sharded]: one process of 8 devices draws the random init whole and the
+  // first step splits each parameter once; AdamW's moments are born sharded (never split).
+  nn::GPT2 tiny(nn::GPT2Config::Preset("tiny"), 0, /*init=*/false);
+  int64_t param_bytes = 0;
+  for (const auto& [name, p] : tiny.named_parameters()) param_bytes += p.numel() * 4;
+  const Metrics before = metrics();
   Train(o, out);
+  EXPECT_EQ(metrics().host_reshards - before.host_reshards,
+            static_cast<int64_t>(tiny.named_parameters().size())) << out.str();
+  EXPECT_EQ(metrics().host_reshard_bytes - before.host_reshard_bytes, param_bytes);
+  // Resumed, the state is born sharded (pending zeros, marked, computed as shards) and restored
+  // shard by shard: nothing goes through the host.
+  const std::string dir = ::testing::TempDir() + "/fsdp_born_sharded";
+  std::filesystem::remove_all(dir);
+  TrainOptions saving = Tiny(8, "fsdp=8");
+  saving.checkpoint_dir = dir;
+  std::ostringstream saving_out;
+  Train(saving, saving_out);
+  TrainOptions resumed = saving;
+  resumed.steps = 5;
+  resumed.resume = true;
+  std::ostringstream resumed_out;
+  const int64_t reshards = metrics().host_reshards;
+  Train(resumed, resumed_out);
+  EXPECT_EQ(metrics().host_reshards, reshards) << resumed_out.str();
+  EXPECT_THAT(resumed_out.str(), HasSubstr("resumed from"));
+  std::filesystem::remove_all(dir);
   std::ifstream in(o.log_json);
   std::string first;
   std::getline(in, first);
