@@ -352,7 +352,8 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
       const uint64_t saved_seed = extra.value("rng", nlohmann::json::object()).value("seed", o.seed);
       if (saved_seed != rng_seed()) manual_seed(saved_seed);  // the generator continues as saved
       checkpoint::State resumed = TrainState(*model, opt);
-      axle::wait();  // the state's zeros are in place: the memory figures below are the restore's
+      axle::wait();  // the step that made the state has run: the figures below are the restore's (zero pages
+                     // that no one wrote yet count once the restore writes them)
       const int64_t rss_before = ProcStatusKb("VmRSS"), peak_before = ProcStatusKb("VmHWM");
       const Clock::time_point t0 = Clock::now();
       ckpt->restore(*latest, resumed);
