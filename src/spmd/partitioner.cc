@@ -99,6 +99,7 @@ class Partitioner {
   void Reduce(const Node& n);
   void DotGeneral(const Node& n);
   void Iota(const Node& n);
+  void RandomBits(const Node& n);
   void GatherScatter(const Node& n);
   void PerDim(const Node& n, const std::vector<int64_t>& touched);
   void Whole(const Node& n);
@@ -146,6 +147,7 @@ void Partitioner::Partition(const Node& n) {
     case OpKind::kReduce: return Reduce(n);
     case OpKind::kDotGeneral: return DotGeneral(n);
     case OpKind::kIota: return Iota(n);
+    case OpKind::kRngBitGenerator: return RandomBits(n);
     case OpKind::kSlice: {
       const auto& a = n.attrs_as<ir::SliceAttrs>();
       std::vector<int64_t> touched;
@@ -396,6 +398,69 @@ void Partitioner::Iota(const Node& n) {
   Value* i = b_.Iota(TensorType(DType::kI32, local.shape), dim);
   Value* at = b_.Add(i, b_.BroadcastInDim(lb_.BlockOffset(have.dims[dim], r->shape().dim(dim)), local.shape, {}));
   Set(r, r->dtype() == DType::kI32 ? at : b_.Convert(at, r->dtype()), have);
+}
+
+// Note [Partitioned random bits]
+// rng_bit_generator's element i is word i % 4 of philox(key, counter + i / 4): a device's block is
+// a few contiguous runs of the global stream. With one split dimension k (every other dimension
+// whole) the block is `outer` runs (the product of the dimensions before k; randn draws [2, ...]
+// and splits it, so 2 runs), each of block_k x inner elements (inner: the product of the
+// dimensions after k). When every run starts at a multiple of 4, each device draws its runs
+// itself, from counter + start / 4 (a 128-bit add whose per-device start is a constant table read
+// at replica_id), so the bits are the global program's and nothing is drawn whole: a model's
+// random init laid out by fsdp is computed as shards (Note [A model born sharded],
+// src/train/trainer.cc). The padding rows of an uneven split draw the stream past the block, which
+// no valid element reads. Any other layout: Whole.
+void Partitioner::RandomBits(const Node& n) {
+  const Value* r = n.result(0);
+  const Sharding have = Full(Ann(r));
+  const int64_t rank = r->type().rank();
+  int64_t k = -1;
+  for (int64_t d = 0; d < rank; ++d)
+    if (!have.dims[d].empty()) {
+      if (k >= 0) return Whole(n);
+      k = d;
+    }
+  if (k < 0 || r->dtype() != DType::kU32) return Whole(n);
+  const Shape& gs = r->shape();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < k; ++d) outer *= gs.dim(d);
+  for (int64_t d = k + 1; d < rank; ++d) inner *= gs.dim(d);
+  const int64_t size = gs.dim(k), block = BlockSize(size, mesh_.AxesSize(have.dims[k]));
+  if ((block * inner) % 4 != 0 || (outer > 1 && (size * inner) % 4 != 0) || outer > 16) return Whole(n);
+  Value* key = Get(n.operand(0), Replicated(1));
+  Value* counter = Get(n.operand(1), Replicated(1));
+  auto word = [&](Value* v, int64_t i) {
+    return b_.Build1(OpKind::kSlice, {v}, ir::SliceAttrs{{i}, {i + 1}, {1}});
+  };
+  auto carry = [&](Value* sum, Value* addend) {  // u32[1]: 1 where sum = x + addend wrapped
+    return b_.Convert(b_.Compare(ir::CompareDir::kLt, sum, addend), DType::kU32);
+  };
+  std::vector<Value*> runs;
+  for (int64_t o = 0; o < outer; ++o) {
+    std::vector<uint32_t> lo(static_cast<size_t>(mesh_.size())), hi(lo.size());
+    for (int64_t d = 0; d < mesh_.size(); ++d) {
+      const uint64_t start = static_cast<uint64_t>(o * size * inner + mesh_.ShardIndex(d, have.dims[k]) * block * inner) / 4;
+      lo[static_cast<size_t>(d)] = static_cast<uint32_t>(start);
+      hi[static_cast<size_t>(d)] = static_cast<uint32_t>(start >> 32);
+    }
+    Value* add_lo = lb_.PerDevice(ir::Literal::FromVector<uint32_t>(DType::kU32, Shape{mesh_.size()}, lo));
+    Value* add_hi = lb_.PerDevice(ir::Literal::FromVector<uint32_t>(DType::kU32, Shape{mesh_.size()}, hi));
+    // counter + start / 4, little-endian words with carries (ir/philox.h, AddToCounter).
+    Value* w0 = b_.Add(word(counter, 0), add_lo);
+    Value* w1 = b_.Add(word(counter, 1), add_hi);
+    Value* c1 = carry(w1, add_hi);
+    Value* k0 = carry(w0, add_lo);
+    Value* w1c = b_.Add(w1, k0);
+    c1 = b_.Add(c1, carry(w1c, k0));  // at most one of the two wraps
+    Value* w2 = b_.Add(word(counter, 2), c1);
+    Value* w3 = b_.Add(word(counter, 3), carry(w2, c1));
+    Value* local_counter = b_.Build1(OpKind::kConcatenate, {w0, w1c, w2, w3}, ir::ConcatenateAttrs{0});
+    runs.push_back(b_.Build(OpKind::kRngBitGenerator, {key, local_counter}, ir::NoAttrs{},
+                            {TensorType(DType::kU32, Shape{block * inner})})[0]);
+  }
+  Value* flat = runs.size() == 1 ? runs[0] : b_.Build1(OpKind::kConcatenate, runs, ir::ConcatenateAttrs{0});
+  Set(r, b_.Reshape(flat, LocalType(r, have).shape), have);
 }
 
 // gather / scatter_add: the gathered axis of x is whole; every other dim of x, indices and the

@@ -21,6 +21,8 @@ class LocalBuilder {
   ir::Value* ShardIndex(const std::vector<std::string>& axes);
   // i32[]: where this device's block of a dim of `size` sharded over `axes` starts.
   ir::Value* BlockOffset(const std::vector<std::string>& axes, int64_t size);
+  // [1]: this device's entry of `table` (one element per device of the mesh), by replica_id.
+  ir::Value* PerDevice(ir::Literal table);
   // `local` (shard of `global` in `s`) with every padding position along `dims` replaced by `fill`.
   ir::Value* MaskPadding(ir::Value* local, const ir::TensorType& global, const ir::Sharding& s,
                          const std::vector<int64_t>& dims, double fill);

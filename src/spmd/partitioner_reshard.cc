@@ -48,6 +48,13 @@ Value* LocalBuilder::ShardIndex(const std::vector<std::string>& axes) {
   return index;
 }
 
+Value* LocalBuilder::PerDevice(ir::Literal table) {
+  AXLE_CHECK(table.shape().rank() == 1 && table.shape().dim(0) == mesh_.size(), "PerDevice: a table of {} for {} devices",
+             table.shape().ToString(), mesh_.size());
+  if (!replica_id_) replica_id_ = b_.Build1(ir::OpKind::kReplicaId, {});
+  return b_.Build1(ir::OpKind::kDynamicSlice, {b_.Constant(std::move(table)), replica_id_}, ir::DynamicSliceAttrs{{1}});
+}
+
 Value* LocalBuilder::BlockOffset(const std::vector<std::string>& axes, int64_t size) {
   int64_t block = BlockSize(size, mesh_.AxesSize(axes));
   return b_.Mul(ShardIndex(axes), b_.Scalar(DType::kI32, static_cast<double>(block)));

@@ -477,8 +477,9 @@ std::array<ShardingRule, ir::kNumOps> BuildTable() {
   set(OpKind::kCumsum, KeepDimsForward<CumsumTouched>, KeepDimsBackward<CumsumTouched>);
   set(OpKind::kSort, SortForward, SortBackward);
   set(OpKind::kDotGeneral, DotForward, DotBackward);
-  replicated(OpKind::kRngBitGenerator,
-             "the bits depend on the global position in the counter stream; a block would need its own offset");
+  // Random bits: users' layouts flow back, and the partitioner draws each device's runs of the
+  // stream (Note [Partitioned random bits], partitioner.cc); key and counter stay replicated.
+  set(OpKind::kRngBitGenerator, None, None);
   for (OpKind k : {OpKind::kAllReduce, OpKind::kAllGather, OpKind::kReduceScatter, OpKind::kAllToAll,
                    OpKind::kCollectivePermute})
     replicated(k, "a collective works on per-replica values: it belongs in a partitioned module");

@@ -73,6 +73,28 @@ TEST(PartitionText, ContractingDimShardedIsOneAllReduce) {
 )");
 }
 
+// Note [Partitioned random bits]: randn's [2, rows, cols] draw split by rows is two runs of the
+// stream per device, each drawn locally from its own counter; nothing is drawn whole.
+TEST(PartitionText, RandomBitsSplitByRowsAreDrawnPerDevice) {
+  ExpectChecks(R"(module @m {mesh_axes=[fsdp], mesh_shape=[4]} {
+  func @main {
+    %key = constant() {value=[7, 9]} : u32[2]
+    %ctr = constant() {value=[0, 0, 0, 0]} : u32[4]
+    %bits = rng_bit_generator(%key, %ctr) : u32[2,8,12]{[], [fsdp], []}
+    return %bits
+  }
+})",
+               R"(
+// CHECK-NOT: u32[2,8,12]
+// CHECK: replica_id
+// CHECK: rng_bit_generator({{.*}}) : u32[24]
+// CHECK: rng_bit_generator({{.*}}) : u32[24]
+// CHECK: concatenate({{.*}}) {dim=0} : u32[48]
+// CHECK: reshape({{.*}}) : u32[2,2,12]
+// CHECK-NOT: all_gather
+)");
+}
+
 TEST(PartitionText, ShardedBatchDimNeedsNoCollective) {
   ExpectChecks(R"(module @m {mesh_axes=[dp, tp], mesh_shape=[2,2]} {
   func @main {
@@ -467,6 +489,20 @@ std::vector<Program> Programs() {
                   Value* c = b.Constant(Literal::FromVector<float>(DType::kF32, Shape{7, 6}, cv));
                   Value* s = b.Constant(Literal::Splat(F32({7, 6}), 1.5));
                   b.Return({b.Add(b.Mul(x, i), b.Add(c, s)), j});
+                }});
+  // Note [Partitioned random bits]: each device draws its runs of the stream; a counter about to
+  // carry across all its words, a runtime counter, randn's [2, ...] draw, uneven splits.
+  ps.push_back({"rng_bits", true, [](Builder& b) {
+                  auto bits = [&](Value* key, Value* counter, Shape shape) {
+                    return b.Build(OpKind::kRngBitGenerator, {key, counter}, ir::NoAttrs{},
+                                   {TensorType(DType::kU32, std::move(shape))})[0];
+                  };
+                  Value* key = b.Constant(Literal::FromVector<uint32_t>(DType::kU32, Shape{2}, {7u, 9u}));
+                  Value* wrap = b.Constant(Literal::FromVector<uint32_t>(
+                      DType::kU32, Shape{4}, {0xfffffffdu, 0xffffffffu, 0xffffffffu, 3u}));
+                  Value* counter = b.Parameter(0, TensorType(DType::kU32, Shape{4}));
+                  b.Return({bits(key, wrap, Shape{2, 8, 12}), bits(key, counter, Shape{7, 4}),
+                            bits(key, wrap, Shape{9, 8}), bits(key, counter, Shape{10})});
                 }});
   ps.push_back({"gather_dynamic_slice", true, [](Builder& b) {
                   Value* x = b.Parameter(0, F32({7, 6}));
