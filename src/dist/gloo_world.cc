@@ -14,7 +14,7 @@
 //   * a process that fails closes all its Gloo pairs (BreakConnections), so no peer waits for a
 //     message it will never send, and reports the record when there is one;
 //   * rank 0, which serves the store, stays at exit until every other process has said goodbye
-//     or gone (at most 10 s: LingerAfterFailure), so that the record outlives it.
+//     or gone (at most 10 s: LingerAtExit), so that the record outlives it.
 // When rank 0 itself is gone the survivors say so; with a file store (no server) each reports
 // its own view.
 #include "dist/gloo_world.h"
@@ -181,16 +181,19 @@ class GlooWorld final : public runtime::World {
     }
   }
 
-  // Note [Who failed]: rank 0 serves the store that holds the run's first failure; when it has
-  // seen one, it stays until the other processes have left the store (at most a few seconds), so
-  // that they can read the record instead of finding the store gone.
-  void LingerAfterFailure() {
+  // Rank 0 serves the store, so it stays at exit until the other processes have left it (at most
+  // 10 s): after a failure, so that they read the run's first failure (Note [Who failed]) instead
+  // of finding the store gone; after a clean run too, because a peer may still be reading the last
+  // keyed exchange when rank 0 has its answers (Note [Keyed exchanges]: rank 0 commits a
+  // checkpoint, gets every process's reply to "committed" and could exit before a slower process
+  // has read rank 0's; seen in CI, where that process then reported process 0 lost).
+  void LingerAtExit() {
     std::lock_guard<std::mutex> lock(failure_mu_);
     try {
       if (auto* tcp = dynamic_cast<TcpStore*>(failures_.get())) tcp->Goodbye();  // a clean exit: not lost
     } catch (const std::exception&) {
     }
-    if (server_ && failure_seen_.load()) server_->WaitForLifelines(std::chrono::seconds(10));
+    if (server_) server_->WaitForLifelines(std::chrono::seconds(10));
   }
 
   int rank() const override { return env_.rank; }
@@ -241,7 +244,8 @@ class GlooWorld final : public runtime::World {
   // waits for the others' in slices of a fraction of a second, checking between slices whether a
   // process was lost (the watcher aborts host_waits_), so a loss ends the wait at once rather than
   // at the timeout. A TCP get that times out leaves its connection out of step: each empty slice
-  // opens a new one.
+  // opens a new one. A process that has every answer may exit while a peer still reads; rank 0,
+  // whose exit takes the store along, waits for its peers at exit (LingerAtExit).
   std::vector<std::vector<uint8_t>> ExchangeByKey(std::string_view key, std::span<const uint8_t> mine,
                                                   std::string_view what) override {
     using Clock = std::chrono::steady_clock;
@@ -409,7 +413,7 @@ std::unique_ptr<runtime::World> JoinGlooWorld(const LaunchEnv& env, int local_de
   auto* world = new GlooWorld(env, local_devices, timeout);
   world->Join();  // on failure, `world` is leaked (Note [A failed rendezvous is leaked])
   static GlooWorld* joined = world;
-  std::atexit([] { joined->LingerAfterFailure(); });
+  std::atexit([] { joined->LingerAtExit(); });
   return std::unique_ptr<runtime::World>(world);
 }
 
