@@ -257,8 +257,7 @@ std::vector<Tensor> Replay(const Plan& plan, const std::vector<Tensor>& args) {
     impl->value = nullptr;
   }
   // Donation as in sync(): an argument buffer only this launch holds (a rebound tensor's old one).
-  std::vector<bool> donate(launch.args.size());
-  for (size_t i = 0; i < launch.args.size(); ++i) donate[i] = launch.args[i].use_count() == 1;
+  std::vector<bool> donate = detail::DonatableArgs(launch.args);
   detail::LaunchStep(std::move(launch), std::move(donate), std::move(outs));
   return returned;
 }

@@ -112,9 +112,11 @@ class Executor {
       std::vector<runtime::BufferPtr> out = job.exe->Execute(std::move(args));
       const double secs = Seconds(start);
       UpdateMetrics([&](Metrics& m) { m.execute_s += secs; });
+      std::lock_guard<std::mutex> publishing(PublishMutex());  // Note [Donation and the worker's references]
       for (size_t i = 0; i < out.size(); ++i)
         if (auto o = job.outputs[i].lock()) o->Set(std::move(out[i]));
     } catch (...) {
+      std::lock_guard<std::mutex> publishing(PublishMutex());
       for (auto& w : job.outputs)
         if (auto o = w.lock()) o->SetError(std::current_exception());
     }
@@ -133,6 +135,7 @@ class Executor {
     std::vector<std::shared_ptr<ShardedData>> out = step.ExecuteSharded(std::move(args));
     const double secs = Seconds(start);
     UpdateMetrics([&](Metrics& m) { m.execute_s += secs; });
+    std::lock_guard<std::mutex> publishing(PublishMutex());
     for (size_t i = 0; i < out.size(); ++i)
       if (auto o = job.outputs[i].lock()) o->SetSharded(std::move(out[i]));
   }
@@ -686,9 +689,8 @@ void SyncImpl(detail::StepRecord* record) {
   }
 
   // 4. Donation: inputs that only this trace holds. Then the trace is done.
-  std::vector<bool> donate(args.size());
   trace_ptr = std::make_unique<Trace>();  // drops the old trace's references
-  for (size_t i = 0; i < args.size(); ++i) donate[i] = args[i].use_count() == 1;
+  std::vector<bool> donate = detail::DonatableArgs(args);
   const double cut_s = detail::Seconds(cut_start);
 
   // 5. The executable: cached, or compiled now.
@@ -738,6 +740,24 @@ void sync() { SyncImpl(nullptr); }
 
 namespace detail {
 void SyncRecording(StepRecord* record) { SyncImpl(record); }
+
+// Note [Donation and the worker's references]
+// An argument is donated when the launch holds its AsyncBuffer alone (use_count() == 1). The
+// worker that finishes the previous step holds each of its results for a moment (a weak_ptr
+// locked to publish the value), so a trace that checked then saw 2 and copied instead of
+// donating (a flaky count in CI under AddressSanitizer). The worker publishes under
+// PublishMutex() and the check reads the counts under it too, so it never sees those moments.
+std::mutex& PublishMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+std::vector<bool> DonatableArgs(const std::vector<std::shared_ptr<AsyncBuffer>>& args) {
+  std::lock_guard<std::mutex> lock(PublishMutex());
+  std::vector<bool> donate(args.size());
+  for (size_t i = 0; i < args.size(); ++i) donate[i] = args[i].use_count() == 1;
+  return donate;
+}
 
 std::vector<std::shared_ptr<AsyncBuffer>> NewResults(size_t n, runtime::Executable* exe, int64_t sync_number) {
   std::vector<std::shared_ptr<AsyncBuffer>> outs(n);

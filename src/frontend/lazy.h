@@ -207,6 +207,10 @@ struct StepLaunch {
 std::vector<std::shared_ptr<AsyncBuffer>> NewResults(size_t n, runtime::Executable* exe, int64_t sync_number);
 int64_t CountSync();
 void LaunchStep(StepLaunch launch, std::vector<bool> donate, std::vector<std::shared_ptr<AsyncBuffer>> outs);
+// Which of a launch's arguments it holds alone, and so donates (Note [Donation and the worker's
+// references], lazy.cc); PublishMutex() is held while the worker publishes a step's results.
+std::vector<bool> DonatableArgs(const std::vector<std::shared_ptr<AsyncBuffer>>& args);
+std::mutex& PublishMutex();
 // True when the current trace holds no nodes (nothing is pending).
 bool TraceEmpty();
 // Syncs performed so far (sync() calls that cut a trace, launched or not); a compiled function
