@@ -81,24 +81,6 @@ void ShardGpt2Parameters(const nn::Module& model, const spmd::Mesh& mesh) {
     spmd::mark_sharding(p, mesh, Gpt2ParameterSpec(name, p.dim(), mesh));
 }
 
-void ShardGpt2(const nn::Module& model, const optim::AdamW& opt, const spmd::Mesh& mesh) {
-  std::map<const void*, spmd::PartitionSpec> spec_of;
-  for (const auto& [name, p] : model.named_parameters()) {
-    spmd::PartitionSpec spec = Gpt2ParameterSpec(name, p.dim(), mesh);
-    spmd::mark_sharding(p, mesh, spec);
-    spec_of[p.impl().get()] = std::move(spec);
-  }
-  const auto& groups = opt.param_groups();
-  for (size_t g = 0; g < groups.size(); ++g) {
-    for (size_t i = 0; i < groups[g].params.size(); ++i) {
-      auto it = spec_of.find(groups[g].params[i].impl().get());
-      if (it == spec_of.end()) continue;
-      spmd::mark_sharding(opt.exp_avg(g, i), mesh, it->second);
-      spmd::mark_sharding(opt.exp_avg_sq(g, i), mesh, it->second);
-    }
-  }
-}
-
 spmd::PartitionSpec BatchSpec(const spmd::Mesh& mesh) {
   spmd::Axes batch;
   for (const auto& a : mesh.axis_names())

@@ -32,8 +32,6 @@ spmd::PartitionSpec Gpt2ParameterSpec(const std::string& name, int64_t rank, con
 // sync(), so that the init and AdamW's moments (which follow their parameter's layout) are
 // computed as shards and no process holds the model whole.
 void ShardGpt2Parameters(const nn::Module& model, const spmd::Mesh& mesh);
-// Marks every parameter of `model` and its AdamW state (`groups` as given to the optimizer).
-void ShardGpt2(const nn::Module& model, const optim::AdamW& opt, const spmd::Mesh& mesh);
 
 // The batch's spec: dim 0 over the mesh's dp and fsdp axes.
 spmd::PartitionSpec BatchSpec(const spmd::Mesh& mesh);

@@ -327,7 +327,6 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   }
   optim::AdamW opt({{decay, o.weight_decay}, {no_decay, 0.0}}, o.lr, {0.9, 0.999}, 1e-8,
                    o.weight_decay);
-  if (mesh) ShardGpt2(*model, opt, *mesh);
   sync();  // the initial weights and the optimizer state are device data from here on
   std::vector<Tensor> state;
   const auto& groups = opt.param_groups();
