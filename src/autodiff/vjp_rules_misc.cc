@@ -105,6 +105,9 @@ void RegisterMiscVjps(VjpTable& t) {
                        "an opaque kernel; express it with primitives, or differentiate the "
                        "frontend composite it came from");
   SetRule(t, OpKind::kOptimizationBarrier, OptimizationBarrierVjp);
+  SetNotDifferentiable(t, OpKind::kFusion,
+                       "a fused kernel is compiler output (the fuse pass runs after differentiation); "
+                       "differentiate the module before fusing it");
 }
 
 }  // namespace axle::autodiff::internal

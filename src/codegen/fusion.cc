@@ -34,9 +34,8 @@ bool IsDuplicable(const Node& n) {
   return n.operand(0)->shape().NumElements() < n.result()->shape().NumElements();
 }
 
-// A reduce a reduction kernel can compute: sum/max/min of f32/f64 whose reduced dims, with dims
-// of size 1 dropped (they do not change the row-major order), are the innermost block (a row
-// reduction) or the outermost block (a column reduction). Sets the reduced element count.
+}  // namespace
+
 bool ReductionView(const Node& n, int64_t* reduced, bool* column) {
   if (n.op() != OpKind::kReduce || n.num_operands() != 1 || n.num_results() != 1) return false;
   const auto& a = n.attrs_as<ir::ReduceAttrs>();
@@ -64,8 +63,6 @@ bool ReductionView(const Node& n, int64_t* reduced, bool* column) {
   *column = !row;
   return true;
 }
-
-}  // namespace
 
 int64_t PrologueElements(const Kernel& k) {
   if (k.reduce != nullptr) return k.reduce->operand(0)->shape().NumElements();

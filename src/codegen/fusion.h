@@ -73,6 +73,11 @@ struct Kernel {
   // its loop runs over num_elements rows. Its other nodes are elementwise over the rows'
   // num_elements * reduced elements or per row (num_elements elements).
   std::vector<const ir::Node*> reduces;
+  // A kernel read from a fusion node (KernelsOf): that node. Then nodes, inputs and outputs are
+  // values of the function it calls (inputs = its parameters, outputs = its results), and the
+  // values they stand for in the caller are the node's operands and results (OuterInput,
+  // OuterOutput).
+  const ir::Node* fusion = nullptr;
 };
 
 // True for a kernel made by row fusion (Kernel::reduces).
@@ -91,8 +96,27 @@ bool IsIndexMap(const ir::Node& n);
 bool IsTranscendental(const ir::Node& n);
 
 // The kernels of `f` in a valid execution order (every input is a parameter, a constant or an
-// output of an earlier kernel).
+// output of an earlier kernel). The fuse pass (fuse_pass.cc) writes them into the IR.
 std::vector<Kernel> FuseFunction(const ir::Function& f);
+
+// The kernels of a function the fuse pass has run on, in its order: one per fusion node (read
+// from the function it calls) and one per other node except parameters and constants. Throws
+// axle::Error naming the fusion when its function is not a kernel of its kind that the emitter can
+// write (Note [Fusion in the IR], fuse_pass.cc).
+std::vector<Kernel> KernelsOf(const ir::Function& f);
+// The caller's value for input / output j of k (k's own for a kernel not read from a fusion).
+const ir::Value* OuterInput(const Kernel& k, size_t j);
+const ir::Value* OuterOutput(const Kernel& k, size_t j);
+
+// A reduce a reduction kernel can compute: sum/max/min of f32/f64 whose reduced dims, with dims
+// of size 1 dropped, are the innermost block (a row reduction) or the outermost block (a column
+// reduction, *column). Sets the reduced element count.
+bool ReductionView(const ir::Node& n, int64_t* reduced, bool* column);
+
+// Whether row kernel k (num_elements rows of `reduced`, its reduces set) is one row fusion can
+// make: every node per row or over the rows, per-row values read over the rows only through
+// broadcasts along them (Note [Row kernels]).
+bool IsValidRowKernel(const Kernel& k);
 
 // The elements one iteration range of the kernel's loop covers: num_elements, or for a reduction
 // kernel its operand's element count (the domain the prologue is evaluated over), for a row

@@ -84,6 +84,12 @@ bool CanJoin(const Kernel& c, int64_t A, int64_t R, const std::unordered_set<con
 
 }  // namespace
 
+bool IsValidRowKernel(const Kernel& k) {
+  if (!IsRowKernel(k)) return false;
+  const std::unordered_set<const Node*> members(k.nodes.begin(), k.nodes.end());
+  return CanJoin(k, k.num_elements, k.reduced, members);
+}
+
 void FuseRows(const ir::Function& f, std::vector<Kernel>& kernels) {
   std::unordered_map<const Node*, size_t> pos;
   for (size_t i = 0; i < f.nodes().size(); ++i) pos[f.nodes()[i].get()] = i;

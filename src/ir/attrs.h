@@ -193,6 +193,17 @@ struct CustomCallAttrs {
   AXLE_ATTR_FIELDS(v("target", target); v("config", config))
 };
 
+// fusion: one kernel the compiler made (the `fuse` pass). `calls` names the function of the
+// module it evaluates (parameters = the node's operands, results = the node's results); `kind`
+// says how its loop is organised: "loop" (elementwise over the results' elements), "reduce" (a
+// row or column reduction, its last node, with an elementwise prologue) or "rows" (row
+// reductions over [A, R] and what follows them per row). docs/compiler.md, "Fusion".
+struct FusionAttrs {
+  std::string kind;
+  std::string calls;
+  AXLE_ATTR_FIELDS(v("kind", kind); v("calls", calls))
+};
+
 #undef AXLE_ATTR_FIELDS
 
 using Attrs = std::variant<NoAttrs, ConstantAttrs, ParameterAttrs, IotaAttrs, CompareAttrs,
@@ -200,7 +211,7 @@ using Attrs = std::variant<NoAttrs, ConstantAttrs, ParameterAttrs, IotaAttrs, Co
                            PadAttrs, ConcatenateAttrs, ReverseAttrs, ReduceAttrs, ArgReduceAttrs,
                            DotGeneralAttrs, GatherAttrs, CumsumAttrs, SortAttrs, AllReduceAttrs,
                            AllGatherAttrs, ReduceScatterAttrs, AllToAllAttrs,
-                           CollectivePermuteAttrs, CustomCallAttrs>;
+                           CollectivePermuteAttrs, CustomCallAttrs, FusionAttrs>;
 
 // A generic view of one attribute field, for code that handles every struct alike (printer,
 // parser, hasher, equality). The pointers are into the Attrs they were taken from.

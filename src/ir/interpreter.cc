@@ -96,6 +96,19 @@ std::vector<Literal> CustomCallKernelFn(const Node& node, Operands ops, const Re
   return out;
 }
 
+// A fusion evaluates the function it calls (the verifier checked that it exists and fits).
+std::vector<Literal> FusionKernel(const Node& node, Operands ops, const ReplicaContext&) {
+  const auto& attrs = node.attrs_as<FusionAttrs>();
+  const Module* m = node.parent()->module();
+  const Function* callee = m != nullptr ? m->FindFunction(attrs.calls) : nullptr;
+  if (callee == nullptr)
+    Fail("fusion calls @{}, which {}", attrs.calls, m == nullptr ? "cannot be found (its function is in no module)"
+                                                                 : "the module does not define");
+  std::vector<Literal> args;
+  for (const Literal* x : ops) args.push_back(*x);
+  return Evaluate(*callee, args);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The evaluator.
 //
@@ -309,6 +322,7 @@ void RegisterDriverKernels(KernelTable& table) {
   set(OpKind::kParameter, ParameterKernel);
   set(OpKind::kOptimizationBarrier, OptimizationBarrierKernel);
   set(OpKind::kCustomCall, CustomCallKernelFn);
+  set(OpKind::kFusion, FusionKernel);
 }
 
 }  // namespace interp

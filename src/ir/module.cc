@@ -38,6 +38,20 @@ void Function::EraseNode(Node* node) {
   nodes_.erase(nodes_.begin() + i);
 }
 
+void Function::Reorder(const std::vector<Node*>& order) {
+  AXLE_CHECK(order.size() == nodes_.size(), "Reorder: {} nodes for function {} of {}", order.size(), name_,
+             nodes_.size());
+  std::unordered_map<const Node*, std::unique_ptr<Node>> owned;
+  for (auto& n : nodes_) owned[n.get()] = std::move(n);
+  nodes_.clear();
+  for (Node* n : order) {
+    auto it = owned.find(n);
+    AXLE_CHECK(it != owned.end() && it->second != nullptr, "Reorder: a node is not in function {} or twice in the order",
+               name_);
+    nodes_.push_back(std::move(it->second));
+  }
+}
+
 void Function::ReplaceAllUsesWith(Value* from, Value* to) {
   // The replacement is the same value: a sharding annotation on `from` (a user's constraint)
   // holds for it too, unless it has its own.
@@ -61,6 +75,7 @@ std::vector<Node*> Function::Parameters() const {
 
 Function* Module::AddFunction(std::string name) {
   functions_.push_back(std::make_unique<Function>(std::move(name)));
+  functions_.back()->set_module(this);
   return functions_.back().get();
 }
 

@@ -33,6 +33,7 @@ namespace axle::ir {
 
 class Node;
 class Function;
+class Module;
 
 class Value {
  public:
@@ -165,6 +166,11 @@ class Function {
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
 
+  // The module that holds this function (set by Module::AddFunction; null for a function made
+  // on its own). A fusion node finds the function it calls through it.
+  Module* module() const { return module_; }
+  void set_module(Module* m) { module_ = m; }
+
   // Nodes in execution order.
   const std::vector<std::unique_ptr<Node>>& nodes() const { return nodes_; }
   // Appends a node. Types are taken as given; the Builder infers them, the verifier checks them.
@@ -175,6 +181,9 @@ class Function {
                    const std::vector<TensorType>& result_types);
   // Removes `node`. The caller guarantees that nothing uses its results.
   void EraseNode(Node* node);
+  // Puts the nodes in the order `order`, which must hold each of them once (a permutation of
+  // nodes(); the caller keeps operands before their users).
+  void Reorder(const std::vector<Node*>& order);
   // Replaces every use of `from` (operands and function results) with `to`; `to` takes `from`'s
   // sharding when it has none (a rewrite keeps the user's layout constraints).
   void ReplaceAllUsesWith(Value* from, Value* to);
@@ -195,6 +204,7 @@ class Function {
 
  private:
   std::string name_;
+  Module* module_ = nullptr;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<Value*> results_;
   SourceLoc loc_;

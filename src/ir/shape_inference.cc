@@ -487,6 +487,19 @@ Types CustomCallRule(Operands, const Attrs& a, Declared declared, const ShapeCon
   return Types(declared.begin(), declared.end());
 }
 
+// The node's own rule; that its types are those of the function it calls is checked by the
+// verifier, which sees the module (Verify).
+Types FusionRule(Operands, const Attrs& a, Declared declared, const ShapeContext&) {
+  const auto& f = std::get<FusionAttrs>(a);
+  if (f.kind != "loop" && f.kind != "reduce" && f.kind != "rows")
+    Fail("fusion kind '{}' is not one of \"loop\", \"reduce\", \"rows\"", f.kind);
+  if (f.calls.empty()) Fail("fusion needs the name of the function it calls (calls=\"...\")");
+  if (declared.empty()) Fail("fusion declares no result");
+  for (const TensorType& t : declared)
+    if (!t.shape.IsValid()) Fail("declared result type {} is invalid", t.ToString());
+  return Types(declared.begin(), declared.end());
+}
+
 Types OptimizationBarrierRule(Operands ops, const Attrs&, Declared, const ShapeContext&) {
   return Types(ops.begin(), ops.end());
 }
@@ -544,6 +557,7 @@ std::array<ShapeRule, kNumOps> BuildTable() {
   set(OpKind::kCollectivePermute, CollectivePermuteRule);
   set(OpKind::kCustomCall, CustomCallRule);
   set(OpKind::kOptimizationBarrier, OptimizationBarrierRule);
+  set(OpKind::kFusion, FusionRule);
   return t;
 }
 

@@ -89,6 +89,31 @@ void CheckParameters(const Function& f) {
   }
 }
 
+// A fusion node calls a function of the module whose parameters take its operands and whose
+// results are its results; the called function holds plain computation (no fusion, collective,
+// custom_call or replica_id: a fused kernel is one loop on one device).
+void CheckFusion(const Module& m, const Function& f, const Node& n) {
+  const std::string& callee = n.attrs_as<FusionAttrs>().calls;
+  const Function* g = m.FindFunction(callee);
+  if (g == nullptr) NodeError(f, n, fmt::format("calls @{}, which the module does not define", callee));
+  if (g == &f || g == m.entry()) NodeError(f, n, fmt::format("calls @{}, the function it is in or the entry", callee));
+  std::vector<TensorType> params, operands, results, declared;
+  for (const Node* p : g->Parameters()) params.push_back(p->result()->type());
+  for (const Value* v : n.operands()) operands.push_back(v->type());
+  for (const Value* v : g->results()) results.push_back(v->type());
+  for (const Value* v : n.results()) declared.push_back(v->type());
+  if (params != operands)
+    NodeError(f, n, fmt::format("@{} takes {} but the fusion passes {}", callee, TypesText(params), TypesText(operands)));
+  if (results != declared)
+    NodeError(f, n, fmt::format("@{} returns {} but the fusion declares {}", callee, TypesText(results),
+                                TypesText(declared)));
+  for (const auto& x : g->nodes())
+    if (x->op() == OpKind::kFusion || x->op() == OpKind::kCustomCall || x->op() == OpKind::kReplicaId ||
+        x->info().Has(kCollective))
+      NodeError(f, n, fmt::format("@{} holds {}, which a fused kernel cannot run (only local computation)", callee,
+                                  PrintNode(*x)));
+}
+
 }  // namespace
 
 void VerifyFunction(const Function& f, int64_t num_replicas, const Mesh* mesh) {
@@ -115,6 +140,9 @@ void Verify(const Module& m) {
       throw Error(f->loc(), fmt::format("module @{}: function @{} is defined twice", m.name(), f->name()));
     VerifyFunction(*f, m.num_replicas(), m.mesh() ? &*m.mesh() : nullptr);
   }
+  for (const auto& f : m.functions())
+    for (const auto& n : f->nodes())
+      if (n->op() == OpKind::kFusion) CheckFusion(m, *f, *n);
 }
 
 }  // namespace axle::ir

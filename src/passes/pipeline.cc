@@ -96,6 +96,8 @@ Pipeline BuildPipeline(const Target& target, const PipelineOptions& options) {
     // Rewrites that reassociate sums; dce removes the scatters scatter-accumulate replaced.
     stages.push_back({"fast-math", {"split-reductions", "scatter-accumulate", "dce"}});
   }
+  // Last: every rewrite above sees plain nodes. dce drops the constants only fused functions read.
+  if (options.fuse) stages.push_back({"fuse", {"fuse", "dce"}});
   return Pipeline(std::move(stages));
 }
 

@@ -11,9 +11,10 @@
 //   partition   spmd-partition                                      only for a module with a mesh
 //   simplify    (again, on the per-device module)                   only after partition
 //   fast-math   split-reductions, scatter-accumulate, dce           unless exact math is asked for
+//   fuse        fuse, dce                                           for a backend that runs fused kernels
 //
-// Fusion, scheduling and buffer assignment follow in the backend today (docs/compiler.md); they
-// join this list as passes (issue 36).
+// Scheduling and buffer assignment follow in the backend today (docs/compiler.md); they join this
+// list as passes (issue 36).
 #pragma once
 
 #include <functional>
@@ -33,6 +34,10 @@ struct PipelineOptions {
   // Rewrites that reassociate sums (split-reductions, scatter-accumulate): the compiled backend's
   // default, off under AXLE_FAST_MATH=0 or `--exact-math`.
   bool fast_math = true;
+  // Fuse the module into kernels (the `fuse` pass: fusion nodes calling functions of the module,
+  // Note [Fusion in the IR] in src/codegen/fuse_pass.cc; codegen::RegisterPasses() registers it):
+  // the compiled backend's pipeline ends with it.
+  bool fuse = false;
 };
 
 // One stage: passes run in order, the whole list repeated until no pass changes anything (at

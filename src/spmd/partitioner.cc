@@ -141,6 +141,10 @@ void Partitioner::Partition(const Node& n) {
       Fail("spmd-partition: replica_id in the global program (node at {}); the partitioner derives device "
            "indices itself",
            n.loc().ToString());
+    case OpKind::kFusion:
+      Fail("spmd-partition: fusion (calls @{}) in the global program (node at {}); fused kernels are compiler "
+           "output: partition the module first, then fuse it (the pipeline's order)",
+           n.attrs_as<ir::FusionAttrs>().calls, n.loc().ToString());
     case OpKind::kBroadcastInDim: return BroadcastInDim(n);
     case OpKind::kReshape: return Reshape(n);
     case OpKind::kTranspose: return Transpose(n);

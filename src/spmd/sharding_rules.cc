@@ -485,6 +485,7 @@ std::array<ShardingRule, ir::kNumOps> BuildTable() {
     replicated(k, "a collective works on per-replica values: it belongs in a partitioned module");
   replicated(OpKind::kCustomCall, "an opaque kernel sees whole tensors");
   set(OpKind::kOptimizationBarrier, BarrierForward, BarrierBackward);
+  replicated(OpKind::kFusion, "a fused kernel is compiler output: the fuse pass runs on the partitioned module");
   return t;
 }
 

@@ -1,4 +1,6 @@
 // The op-sample table's assembly and helpers (see op_samples.h).
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -6,6 +8,7 @@
 #include "core/error.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
+#include "ir/parser.h"
 #include "testing/op_samples.h"
 
 namespace axle::ir::samples {
@@ -147,7 +150,9 @@ std::string CompareLiterals(const Literal& actual, const Literal& expected, int6
 }
 
 std::unique_ptr<Module> BuildSampleModule(const OpSample& sample) {
-  auto m = std::make_unique<Module>("sample");
+  auto m = sample.functions.empty()
+               ? std::make_unique<Module>("sample")
+               : ParseModule(fmt::format("module @sample {{\n{}\n}}\n", sample.functions), "<op sample " + sample.name + ">");
   m->set_num_replicas(sample.num_replicas());
   Builder b(m->AddFunction("main"), ShapeContext{sample.num_replicas()});
   std::vector<Value*> params;

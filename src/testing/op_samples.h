@@ -31,6 +31,8 @@ struct OpSample {
   std::vector<std::vector<Literal>> operands;  // [replica][operand]; one replica unless collective
   std::vector<TensorType> declared;            // result types of kDeclaresResult ops
   std::vector<std::vector<Literal>> expected;  // [replica][result]
+  // Further functions of the sample's module in .axir text (a fusion's callee).
+  std::string functions;
   // Allowed distance in units in the last place of the result dtype; 0 = bitwise (except that any
   // NaN matches any NaN: NaN payloads and signs are unspecified).
   int64_t ulps = 0;
@@ -43,7 +45,8 @@ const std::vector<OpSample>& AllOpSamples();
 
 // A module with one function "main" holding one parameter per operand (replica 0's types, in
 // order), the sample's node, and a return of its results; num_replicas is the sample's. A
-// `parameter` sample is the parameter node itself. Built with the Builder (shape rules applied).
+// `parameter` sample is the parameter node itself. Built with the Builder (shape rules applied);
+// the sample's `functions` are parsed into the module first.
 std::unique_ptr<Module> BuildSampleModule(const OpSample& sample);
 
 // Registers the custom_call targets the samples use ("sample.scale2": x * 2 for f32 and

@@ -192,6 +192,40 @@ void AddEscapes(std::vector<OpSample>& out) {
     out.push_back(Sample("optimization_barrier." + Name(t), OpKind::kOptimizationBarrier, NoAttrs{},
                          {Seq(t, {2}), Seq(DType::kI32, {3})}, {Seq(t, {2}), Seq(DType::kI32, {3})}));
   }
+  // Fused kernels of each kind, as the fuse pass writes them (their callee in `functions`).
+  auto fusion = [&](std::string name, const char* kind, std::vector<Literal> operands, std::vector<Literal> expected,
+                    std::string callee) {
+    OpSample s = Sample("fusion.f32." + name, OpKind::kFusion, FusionAttrs{kind, "fused"}, std::move(operands),
+                        std::move(expected));
+    s.functions = std::move(callee);
+    out.push_back(std::move(s));
+  };
+  // Two outputs; 0 * -2 is -0.
+  fusion("loop", "loop", {Lit(DType::kF32, {4}, {1, -2, 3.5, 0.5}), Lit(DType::kF32, {4}, {2, 2, -1, 4})},
+         {Lit(DType::kF32, {4}, {3, -0.0, 8.75, 2.25}), Lit(DType::kF32, {4}, {3, 0, 2.5, 4.5})},
+         "func @fused {\n"
+         "  %p0 = parameter() {index=0} : f32[4]\n"
+         "  %p1 = parameter() {index=1} : f32[4]\n"
+         "  %a = add(%p0, %p1) : f32[4]\n"
+         "  %m = mul(%a, %p0) : f32[4]\n"
+         "  return %m, %a\n"
+         "}");
+  fusion("reduce", "reduce", {Lit(DType::kF32, {2, 3}, {1, 2, 3, 4, 5, 6})}, {Lit(DType::kF32, {2}, {14, 77})},
+         "func @fused {\n"
+         "  %p0 = parameter() {index=0} : f32[2,3]\n"
+         "  %s = mul(%p0, %p0) : f32[2,3]\n"
+         "  %r = reduce(%s) {kind=sum, dims=[1]} : f32[2]\n"
+         "  return %r\n"
+         "}");
+  fusion("rows", "rows", {Lit(DType::kF32, {2, 3}, {1, 5, 3, -2, 0, 4})},
+         {Lit(DType::kF32, {2, 3}, {-4, 0, -2, -6, -4, 0}), Lit(DType::kF32, {2}, {5, 4})},
+         "func @fused {\n"
+         "  %p0 = parameter() {index=0} : f32[2,3]\n"
+         "  %mx = reduce(%p0) {kind=max, dims=[1]} : f32[2]\n"
+         "  %b = broadcast_in_dim(%mx) {dims=[0]} : f32[2,3]\n"
+         "  %d = sub(%p0, %b) : f32[2,3]\n"
+         "  return %d, %mx\n"
+         "}");
   out.push_back(Sample("optimization_barrier.single", OpKind::kOptimizationBarrier, NoAttrs{},
                        {Lit(DType::kF32, {0}, {})}, {Lit(DType::kF32, {0}, {})}));
 }

@@ -186,7 +186,8 @@ std::vector<OpKind> Generator::EnabledOps() const {
   std::vector<OpKind> ops = options_.ops;
   if (ops.empty())
     for (const ir::OpInfo& info : ir::AllOps())
-      if (options_.collectives || !info.Has(ir::kCollective)) ops.push_back(info.kind);
+      if ((options_.collectives || !info.Has(ir::kCollective)) && (options_.fusions || info.kind != OpKind::kFusion))
+        ops.push_back(info.kind);
   return ops;
 }
 

@@ -49,7 +49,11 @@ struct RandomModuleOptions {
   // Percentages of values that get a random sharding / a random name.
   int sharding_percent = 15;
   int name_percent = 30;
-  // The ops to draw from; empty = every op of ops.def (collectives only with `collectives`).
+  // Whether to draw fusion nodes (compiler output: each calls a new function of the module that
+  // computes a small elementwise expression of its operands).
+  bool fusions = false;
+  // The ops to draw from; empty = every op of ops.def (collectives only with `collectives`,
+  // fusion only with `fusions`).
   std::vector<ir::OpKind> ops;
 };
 

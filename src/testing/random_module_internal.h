@@ -97,6 +97,9 @@ class Generator {
   // Random replica groups valid for the module's num_replicas, and their group size.
   std::pair<ir::ReplicaGroups, int64_t> RandomGroups();
 
+  // The function being built.
+  ir::Function* function() const { return builder_->function(); }
+
   // Appends a node with the Builder (which checks the shape rule) and makes its results available
   // as operands of later nodes. Throws axle::Error when the node is invalid or breaks the bounds
   // of the options: both are bugs of the generator.

@@ -570,6 +570,29 @@ bool GenCustomCall(Generator& g, OpKind) {
   return true;
 }
 
+// A fused kernel as the fuse pass writes it: a new function of the module computing
+// add(neg(p0), p1) (or neg(p0) for one operand) over float values of one type, and the node
+// that calls it.
+bool GenFusion(Generator& g, OpKind) {
+  Value* x = g.Operand([](DType t) { return t == DType::kF32 || t == DType::kF64; });
+  if (x == nullptr) return false;
+  const bool two = g.rng().Percent(50);
+  ir::Function* f = g.function();
+  ir::Module* m = f->module();
+  std::string name;
+  for (int i = 0; name.empty() || m->FindFunction(name) != nullptr; ++i) name = fmt::format("{}.fused.{}", f->name(), i);
+  ir::Builder cb(m->AddFunction(name));
+  Value* r = cb.Unary(OpKind::kNeg, cb.Parameter(0, x->type()));
+  std::vector<Value*> operands = {x};
+  if (two) {
+    r = cb.Binary(OpKind::kAdd, r, cb.Parameter(1, x->type()));
+    operands.push_back(g.OfType(x->type()));
+  }
+  cb.Return({r});
+  g.Build(OpKind::kFusion, std::move(operands), ir::FusionAttrs{"loop", name}, {x->type()});
+  return true;
+}
+
 bool GenOptimizationBarrier(Generator& g, OpKind) {
   std::vector<Value*> operands = SomeOperands(g, 1);
   if (operands.empty()) return false;
@@ -623,6 +646,7 @@ OpGenerator GetOpGenerator(OpKind op) {
     case OpKind::kCollectivePermute: return GenCollectivePermute;
     case OpKind::kCustomCall: return GenCustomCall;
     case OpKind::kOptimizationBarrier: return GenOptimizationBarrier;
+    case OpKind::kFusion: return GenFusion;
   }
   return nullptr;
 }

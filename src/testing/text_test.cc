@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "codegen/passes.h"
 #include "core/error.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -59,6 +60,7 @@ FileCheckResult RunTextTest(const std::string& file) {
   buf << in.rdbuf();
   const std::string text = buf.str();
   std::unique_ptr<ir::Module> m = ir::ParseModule(text, file);
+  codegen::RegisterPasses();  // `fuse`
   passes::RunPasses(*m, RunLinePasses(text, file));
   const std::string printed = ir::PrintModule(*m);
   FileCheckResult r = FileCheck(printed, text);

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "codegen/passes.h"
 #include "core/error.h"
 #include "ir/parser.h"
 #include "ir/verifier.h"
@@ -36,7 +37,8 @@ std::unique_ptr<ir::Module> LoadModule(const std::string& path) {
 }  // namespace axle::tools
 
 int main(int argc, char** argv) {
-  axle::spmd::RegisterPasses();  // the SPMD passes join the registry before any command lists or runs them
+  axle::spmd::RegisterPasses();
+  axle::codegen::RegisterPasses();  // and `fuse`  // the SPMD passes join the registry before any command lists or runs them
   using namespace axle::tools;
   CLI::App app{"axle: the Axle compiler and training tool"};
   app.require_subcommand(1);

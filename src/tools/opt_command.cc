@@ -33,7 +33,8 @@ void AddOptCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_flag("--list-passes", opts->list, "list the passes with a one-line summary each");
   cmd->add_flag("--pipeline", opts->pipeline,
-                "run the compiler's pipeline for --target (the SPMD stages too when the module has a mesh)");
+                "run the compiled backend's pipeline for --target, fusion included (the SPMD stages too when the "
+                "module has a mesh)");
   cmd->add_flag("--print-pipeline", opts->print_pipeline, "print the stages --pipeline runs instead of the module");
   cmd->add_option("--target", opts->target, "with --pipeline: host (default), cpu-<N>t or cpu-<isa>-<N>t");
   cmd->add_flag("--exact-math", opts->exact_math, "with --pipeline: no fast-math rewrites (as AXLE_FAST_MATH=0)");
@@ -52,7 +53,9 @@ void AddOptCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner
     if (opts->pipeline || opts->print_pipeline) {
       const passes::Pipeline pipeline = passes::BuildPipeline(
           passes::Target::Parse(opts->target),
-          {.spmd = m->mesh().has_value() && m->mesh()->size() > 1, .fast_math = !opts->exact_math && flags::fast_math()});
+          {.spmd = m->mesh().has_value() && m->mesh()->size() > 1,
+           .fast_math = !opts->exact_math && flags::fast_math(),
+           .fuse = true});
       if (opts->print_pipeline) {
         std::fputs(pipeline.ToString().c_str(), stdout);
         return;

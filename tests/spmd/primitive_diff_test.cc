@@ -54,6 +54,7 @@ const std::map<OpKind, std::string>& ExcludedOps() {
       {OpKind::kReduceScatter, "collectives: the global program states communication only through shardings"},
       {OpKind::kAllToAll, "collectives: the global program states communication only through shardings"},
       {OpKind::kCollectivePermute, "collectives: the global program states communication only through shardings"},
+      {OpKind::kFusion, "compiler output: the pipeline fuses the partitioned module"},
   };
   return *ops;
 }
@@ -410,6 +411,12 @@ TEST(PrimitiveCoverage, ExcludedOpsAreRejected) {
       case OpKind::kReduceScatter: r = b.Build1(op, {x}, ir::ReduceScatterAttrs{ir::ReduceKind::kSum, 0, all}); break;
       case OpKind::kAllToAll: r = b.Build1(op, {x}, ir::AllToAllAttrs{0, 1, all}); break;
       case OpKind::kCollectivePermute: r = b.Build1(op, {x}, ir::CollectivePermuteAttrs{{}}); break;
+      case OpKind::kFusion: {
+        Builder cb(m.AddFunction("neg"));
+        cb.Return({cb.Unary(OpKind::kNeg, cb.Parameter(0, F32({4, 6})))});
+        r = b.Build1(op, {x}, ir::FusionAttrs{"loop", "neg"}, {F32({4, 6})});
+        break;
+      }
       default: FAIL() << "no rejection check for excluded op " << ir::OpName(op) << ": add one here";
     }
     b.Return({r});

@@ -28,6 +28,7 @@ std::vector<const ir::Value*> AllValues(const Module& m) {
 TEST(RandomModule, EveryOpAppearsWithin2000Seeds) {
   RandomModuleOptions options;
   options.collectives = true;
+  options.fusions = true;
   options.num_replicas = 4;
   std::vector<int> count(ir::kNumOps, 0);
   for (uint64_t seed = 0; seed < 2000; ++seed) {
@@ -148,6 +149,7 @@ TEST(RandomModule, EvaluatesInTheInterpreter) {
   for (uint64_t seed = 0; seed < 300; ++seed) {
     RandomModuleOptions options;
     options.collectives = seed % 2 == 1;
+    options.fusions = seed % 3 == 0;
     options.num_replicas = options.collectives ? 1 + static_cast<int64_t>(seed % 4) : 1;
     std::unique_ptr<Module> m = RandomModule(seed, options);
     for (const auto& f : m->functions()) {

@@ -79,7 +79,7 @@ TEST_F(CliTest, CompileShowsIrKernelsAndCpp) {
   EXPECT_EQ(sixteen.output.rfind("schedule @layer_norm_backward for cpu-avx512-16t: ", 0), 0u) << sixteen.output;
   RunResult exact = RunAxle("compile --emit=pipeline --exact-math " + file);
   ASSERT_EQ(exact.status, 0) << exact.output;
-  EXPECT_EQ(exact.output, "simplify x8: simplify, dot-transpose-fold, fold, cse, dce\n");
+  EXPECT_EQ(exact.output, "simplify x8: simplify, dot-transpose-fold, fold, cse, dce\nfuse: fuse, dce\n");
   RunResult bad_target = RunAxle("compile --target=gpu-4t " + file);
   EXPECT_EQ(bad_target.status, 1);
   EXPECT_NE(bad_target.output.find("target 'gpu-4t': only cpu targets exist"), std::string::npos) << bad_target.output;
@@ -92,7 +92,8 @@ TEST_F(CliTest, OptRunsTheCompilersPipeline) {
   ASSERT_EQ(stages.status, 0) << stages.output;
   EXPECT_EQ(stages.output,
             "simplify x8: simplify, dot-transpose-fold, fold, cse, dce\n"
-            "fast-math: split-reductions, scatter-accumulate, dce\n");
+            "fast-math: split-reductions, scatter-accumulate, dce\n"
+            "fuse: fuse, dce\n");
   RunResult piped = RunAxle("opt --pipeline " + file);
   RunResult compiled = RunAxle("compile --emit=ir " + file);
   ASSERT_EQ(piped.status, 0) << piped.output;

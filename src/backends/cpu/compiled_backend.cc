@@ -28,6 +28,7 @@
 #include "backends/cpu/jit.h"
 #include "backends/cpu/kernels.h"
 #include "codegen/fusion.h"
+#include "codegen/passes.h"
 #include "core/flags.h"
 #include "ir/hash.h"
 #include "ir/interpreter.h"
@@ -61,8 +62,10 @@ struct Lowered {
 // structural hash, the target and the fast-math setting (and, through DiskCache::MakeKey, the
 // build, so a changed pass never reads an old result). The hash ignores value names and the order
 // of independent nodes, as the frontend's executable cache does: modules it calls equal compute
-// the same values, so they may share one optimized module. An entry that does not parse or verify
-// is a warning and a miss, never a crash or a wrong module.
+// the same values, so they may share one optimized module. The cached module is the fused one
+// (the pipeline ends with `fuse`, Note [Fusion in the IR]), so a warm start does not fuse again
+// either. An entry that does not parse or verify is a warning and a miss, never a crash or a
+// wrong module.
 std::unique_ptr<ir::Module> Optimize(const ir::Module& module, const passes::Target& target, bool fast_math,
                                      DiskCache* cache, CompileInfo* info) {
   const std::string key =
@@ -83,7 +86,8 @@ std::unique_ptr<ir::Module> Optimize(const ir::Module& module, const passes::Tar
     }
   }
   std::unique_ptr<ir::Module> m = module.Clone();
-  passes::BuildPipeline(target, {.fast_math = fast_math}).Run(*m);
+  codegen::RegisterPasses();
+  passes::BuildPipeline(target, {.fast_math = fast_math, .fuse = true}).Run(*m);
   if (cache != nullptr) cache->Put(key, ir::PrintModule(*m));
   return m;
 }
@@ -93,7 +97,7 @@ Lowered Lower(const ir::Module& module, const passes::Target& target, bool fast_
   if (module.entry() == nullptr) Fail("compiled backend: module @{} has no entry function", module.name());
   Lowered out;
   out.module = Optimize(module, target, fast_math, cache, info);
-  out.kernels = codegen::FuseFunction(*out.module->entry());
+  out.kernels = codegen::KernelsOf(*out.module->entry());
   out.emitted = codegen::EmitCpp(out.kernels, {.exact_math = !fast_math});
   return out;
 }
@@ -125,11 +129,13 @@ std::unique_ptr<Executable> Assemble(Lowered lowered, std::shared_ptr<codegen::J
     GeneratedKernel g;
     g.fn = lib != nullptr ? reinterpret_cast<GeneratedKernel::Fn>(lib->Symbol(em.symbols[k])) : &NotCompiled;
     g.elements = kern.num_elements;
-    g.inputs = kern.inputs;
-    g.outputs = kern.outputs;
+    for (size_t j = 0; j < kern.inputs.size(); ++j) g.inputs.push_back(codegen::OuterInput(kern, j));
+    for (size_t j = 0; j < kern.outputs.size(); ++j) g.outputs.push_back(codegen::OuterOutput(kern, j));
+    g.body_inputs = kern.inputs;
+    g.body_outputs = kern.outputs;
     g.input_at_index = codegen::InputsReadAtIndex(kern);
     g.input_in_order = codegen::InputsReadInOrder(kern);
-    g.first = kern.nodes[0];
+    g.first = kern.fusion != nullptr ? kern.fusion : kern.nodes[0];
     g.is_copy = kern.inputs.size() == 1 && kern.outputs.size() == 1 &&
                 std::all_of(kern.nodes.begin(), kern.nodes.end(),
                             [](const Node* n) { return n->op() == OpKind::kReshape; });
@@ -222,7 +228,7 @@ std::unique_ptr<Backend> NewCompiledBackend(DiskCache* cache, const passes::Targ
 
 CompiledStages DescribeCompiledStages(const ir::Module& module, const passes::Target& target, bool fast_math) {
   CompiledStages out;
-  out.pipeline = passes::BuildPipeline(target, {.fast_math = fast_math}).ToString();
+  out.pipeline = passes::BuildPipeline(target, {.fast_math = fast_math, .fuse = true}).ToString();
   Lowered lowered = Lower(module, target, fast_math);
   out.ir = ir::PrintModule(*lowered.module);
   out.kernels = codegen::DescribeKernels(lowered.kernels);

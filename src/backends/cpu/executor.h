@@ -22,6 +22,10 @@ struct GeneratedKernel {
   int64_t elements = 0;
   std::vector<const ir::Value*> inputs;
   std::vector<const ir::Value*> outputs;
+  // The same values in the function the kernel computes: a fusion's called function (its
+  // parameters and results), else inputs and outputs themselves.
+  std::vector<const ir::Value*> body_inputs;
+  std::vector<const ir::Value*> body_outputs;
   // input_at_index[j]: the loop reads inputs[j] only at element i, so an output of the same
   // dtype and element count may be written into its storage when the input dies here (in place;
   // the buffer is retyped to the output's shape).

@@ -93,7 +93,7 @@ std::optional<std::vector<const Node*>> MovementChain(const Step& st) {
   if (g.is_copy || g.reduction || g.row_blocks != 1 || g.inputs.size() != 1 || g.outputs.size() != 1)
     return std::nullopt;
   std::vector<const Node*> chain;
-  for (const Value* v = g.outputs[0]; v != g.inputs[0];) {
+  for (const Value* v = g.body_outputs[0]; v != g.body_inputs[0];) {
     const Node* n = v->node();
     if (n == nullptr || n->num_operands() != 1 ||
         (n->op() != OpKind::kReshape && n->op() != OpKind::kTranspose && n->op() != OpKind::kSlice))
