@@ -26,7 +26,7 @@
 #include "axle/nn.h"
 #include "axle/optim.h"
 #include "axle/tensor.h"
-#include "backends/cpu/blas.h"
+#include "backends/registry.h"
 #include "core/error.h"
 #include "core/flags.h"
 #include "frontend/sharded_step.h"
@@ -388,10 +388,8 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
                      "{}, {} steps, backend {}\n",
                      config.ToString(), model->num_parameters() / 1e6, data.tokens.size(),
                      data.source, o.batch, o.seq, o.steps, backend());
-  if (backend() != "interpreter") {  // Note [Which BLAS] (backends/cpu/blas.cc); AXLE_BLAS=mkl without MKL fails here
-    const runtime::cpu::BlasLibrary& blas = runtime::cpu::Blas();
-    out << fmt::format("blas: {}, {}\n", blas.name, blas.detail);
-  }
+  // The CPU backends name their BLAS (Note [Which BLAS]); AXLE_BLAS=mkl without MKL fails here.
+  if (const std::string d = runtime::GetBackend(backend()).Describe(); !d.empty()) out << d << "\n";
   out << fmt::format("malloc: {}\n", Allocator());
   if (mesh)
     out << fmt::format("mesh {} on {} virtual CPU devices: {:.2f} MB of parameters and {:.2f} MB of optimizer "

@@ -419,6 +419,11 @@ bool MklAvailable() { return LoadMkl().sgemm != nullptr; }
 
 bool DnnlAvailable() { return LoadDnnl().sgemm != nullptr; }
 
+std::string DescribeBlas() {
+  const BlasLibrary& b = Blas();
+  return fmt::format("blas: {}, {}", b.name, b.detail);
+}
+
 const BlasLibrary& UseBlas(const std::string& name) {
   std::lock_guard<std::mutex> lock(g_mu);
   return Select(name);

@@ -66,6 +66,9 @@ inline bool DnnlTakes(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t 
 // mkl and onednn are errors when their library does not load; openblas loads neither.
 const BlasLibrary& Blas();
 
+// "blas: <name>, <detail>" (Backend::Describe of the CPU backends, `axle train`'s header).
+std::string DescribeBlas();
+
 // Loads the named library ("mkl", "onednn" or "openblas") and makes it the one Blas() returns; throws
 // axle::Error naming what to do when it cannot. For tests and benchmarks that compare the two.
 const BlasLibrary& UseBlas(const std::string& name);

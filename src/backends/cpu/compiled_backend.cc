@@ -23,6 +23,7 @@
 #include <fstream>
 #include <unordered_map>
 
+#include "backends/cpu/blas.h"
 #include "backends/cpu/emit_cpp.h"
 #include "backends/cpu/executor.h"
 #include "backends/cpu/jit.h"
@@ -203,6 +204,7 @@ class CompiledBackendImpl final : public Backend {
   CompiledBackendImpl(DiskCache* cache, bool use_default, const passes::Target& target)
       : cache_(cache), use_default_(use_default), target_(target) {}
   std::string_view name() const override { return "compiled"; }
+  std::string Describe() const override { return cpu::DescribeBlas(); }
   const passes::Target& target() const override { return target_; }
   std::unique_ptr<Executable> Compile(const ir::Module& module) override {
     DiskCache* c = use_default_ ? &DiskCache::Default() : cache_;

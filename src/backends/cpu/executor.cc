@@ -48,6 +48,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "backends/cpu/blas.h"
 #include "backends/cpu/executor_internal.h"
 #include "backends/cpu/kernels.h"
 #include "ir/interpreter.h"
@@ -621,6 +622,7 @@ namespace {
 class CpuBackendImpl final : public Backend {
  public:
   std::string_view name() const override { return "cpu"; }
+  std::string Describe() const override { return cpu::DescribeBlas(); }
   std::unique_ptr<Executable> Compile(const ir::Module& module) override {
     std::unique_ptr<ir::Module> clone = module.Clone();
     std::vector<PlanItem> items;
