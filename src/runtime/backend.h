@@ -43,20 +43,8 @@ struct ExecuteStats {
   int64_t peak_bytes = 0;       // peak bytes of live intermediate buffers
   int64_t fallback_kernels = 0; // of kernels_run, those run by the reference interpreter's kernel
   int64_t new_buffers = 0;      // intermediates and results in memory allocated by this run
-  int64_t products_paired = 0;  // products run side by side with another (Note [Products side by side])
-  int64_t kernels_beside_pairs = 0;  // small kernels run by a pair's threads (Note [Kernels beside a pair])
-  // Followers run by a pair's first thread while its second product ran (Note [Followers of a
-  // pair]); how many depends on the schedule, unlike every other count here.
-  int64_t followers_beside_pairs = 0;
-  // Kernels run slice by slice in chains (Note [Batch-sliced chains]), and chains run again
-  // kernel by kernel because a product came out inf or NaN.
-  int64_t chained_kernels = 0;
-  int64_t chains_rerun = 0;
-  // Copies (slices, transposes, concatenations) not run because products read or write their
-  // values in place (Note [Products into views]).
-  int64_t copies_folded = 0;
-  // Independent generated kernels run as one pool call (Note [Independent kernels as one loop]).
-  int64_t grouped_kernels = 0;
+  // A backend's own counters are its own: the CPU schedule's are runtime::CpuScheduleStats
+  // (backends/cpu/executor.h).
 };
 
 // How an executable came to be (the frontend's metrics count compiles and disk hits apart).

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "backends/cpu/compiled_backend.h"
+#include "backends/cpu/executor.h"
 #include "backends/registry.h"
 #include "core/flags.h"
 #include "ir/parser.h"
@@ -20,6 +21,15 @@ namespace axle::runtime {
 namespace {
 
 using testutil::RandomLiteral;
+
+// A run's counts: the executor's and the CPU schedule's.
+struct Stats : ExecuteStats, CpuScheduleStats {};
+Stats LastStats(const Executable& exe) {
+  Stats s;
+  static_cast<ExecuteStats&>(s) = exe.last_stats();
+  static_cast<CpuScheduleStats&>(s) = LastScheduleStats(exe);
+  return s;
+}
 
 // A compiled backend without the disk cache: DiskCache::Default() must stay unread in this binary
 // (DiskCache.DefaultReadsTheFlags checks it in a forked child).
@@ -77,7 +87,7 @@ TEST(CompiledExecutorTest, DonatedArgumentsAreUpdatedInPlace) {
   for (const BufferPtr& b : in) storage.insert(b->bytes().data());
   std::vector<BufferPtr> got = exe->Execute(std::move(in));  // the only references: donated
   ASSERT_EQ(got.size(), 3u);
-  EXPECT_EQ(exe->last_stats().donated_reused, 3);
+  EXPECT_EQ(LastStats(*exe).donated_reused, 3);
   std::set<const void*> used;
   for (size_t k = 0; k < 3; ++k) {
     EXPECT_TRUE(storage.count(got[k]->bytes().data())) << "result " << k << " is not in an argument's storage";
@@ -93,7 +103,7 @@ TEST(CompiledExecutorTest, SharedArgumentsAreNeverWritten) {
   auto exe = Compiled().Compile(*m);
   std::vector<BufferPtr> held = testutil::Buffers(args);
   std::vector<BufferPtr> got = exe->Execute(held);  // the caller keeps a reference to each
-  EXPECT_EQ(exe->last_stats().donated_reused, 0);
+  EXPECT_EQ(LastStats(*exe).donated_reused, 0);
   for (size_t k = 0; k < args.size(); ++k) EXPECT_TRUE(*held[k] == args[k]) << "argument " << k << " was written";
   for (size_t k = 0; k < 3; ++k) EXPECT_NE(got[k]->bytes().data(), held[k]->bytes().data());
 }
@@ -107,7 +117,7 @@ struct Planner {
 // Compiles m under `planner` (the flags are restored after) and runs it on `args` (donated);
 // *stats gets the run's counts.
 std::vector<BufferPtr> RunPlanned(const ir::Module& m, const std::vector<ir::Literal>& args, Planner planner,
-                                  ExecuteStats* stats) {
+                                  Stats* stats) {
   const Planner before{flags::chains(), flags::views(), flags::groups()};
   flags::set_chains(planner.chains);
   flags::set_views(planner.views);
@@ -117,7 +127,7 @@ std::vector<BufferPtr> RunPlanned(const ir::Module& m, const std::vector<ir::Lit
   flags::set_views(before.views);
   flags::set_groups(before.groups);
   std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(args));
-  *stats = exe->last_stats();
+  *stats = LastStats(*exe);
   return got;
 }
 
@@ -128,10 +138,10 @@ void ExpectChainsKeepTheBits(const std::string& text, const std::vector<ir::Lite
                              int64_t chained, const std::string& what) {
   auto m = ir::ParseModule(text);
   const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
-  auto run = [&](bool chains, const std::vector<ir::Literal>& in, ExecuteStats* stats) {
+  auto run = [&](bool chains, const std::vector<ir::Literal>& in, Stats* stats) {
     return RunPlanned(*m, in, Planner{.chains = chains}, stats);
   };
-  ExecuteStats with, without;
+  Stats with, without;
   const std::vector<BufferPtr> got = run(true, args, &with);
   const std::vector<BufferPtr> ref = run(false, args, &without);
   EXPECT_EQ(with.chained_kernels, chained) << what;
@@ -269,8 +279,8 @@ TEST(CompiledExecutorTest, IndependentKernelsRunAsOneLoop) {
     args.push_back(RandomLiteral(DType::kF32, {sizes[u]}, 91 + 2 * u));
   }
   const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
-  auto run = [&](bool groups, ExecuteStats* stats) { return RunPlanned(*m, args, Planner{.groups = groups}, stats); };
-  ExecuteStats grouped, alone;
+  auto run = [&](bool groups, Stats* stats) { return RunPlanned(*m, args, Planner{.groups = groups}, stats); };
+  Stats grouped, alone;
   const std::vector<BufferPtr> got = run(true, &grouped);
   const std::vector<BufferPtr> ref = run(false, &alone);
   const bool pool = ThreadPool::Global().num_threads() >= 2;
@@ -329,13 +339,13 @@ TEST(CompiledExecutorTest, ProductsReadAndWriteViewsInsteadOfCopies) {
     std::vector<ir::Literal> args = {RandomLiteral(DType::kF32, {2, 32, 384}, 80),
                                      RandomLiteral(DType::kF32, {2, 4, 32, 32}, 81)};
     const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
-    auto run = [&](bool views, bool chains, const std::vector<ir::Literal>& in, ExecuteStats* stats) {
+    auto run = [&](bool views, bool chains, const std::vector<ir::Literal>& in, Stats* stats) {
       return RunPlanned(*m, in, Planner{.chains = chains, .views = views}, stats);
     };
     for (const bool inf : {false, true}) {
       if (inf) args[0].SetDouble((1 * 32 + 3) * 384 + 40, INFINITY);  // q[1, 3, head 1, 8]
       const std::string what = fmt::format("v returned {}, inf {}", v_returned, inf);
-      ExecuteStats copies, viewed, unchained;
+      Stats copies, viewed, unchained;
       const std::vector<BufferPtr> ref = run(false, true, args, &copies);
       const std::vector<BufferPtr> got = run(true, true, args, &viewed);
       const std::vector<BufferPtr> alone = run(true, false, args, &unchained);
@@ -377,8 +387,8 @@ TEST(CompiledExecutorTest, PairedProductsReadASliceInPlace) {
                                          RandomLiteral(DType::kF32, {256, 128}, 5),
                                          RandomLiteral(DType::kF32, {64, 512}, 6)};
   const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
-  auto run = [&](bool views, ExecuteStats* stats) { return RunPlanned(*m, args, Planner{.views = views}, stats); };
-  ExecuteStats viewed, copied;
+  auto run = [&](bool views, Stats* stats) { return RunPlanned(*m, args, Planner{.views = views}, stats); };
+  Stats viewed, copied;
   const std::vector<BufferPtr> got = run(true, &viewed);
   const std::vector<BufferPtr> ref = run(false, &copied);
   EXPECT_EQ(viewed.copies_folded, 1);
@@ -419,7 +429,7 @@ TEST(CompiledExecutorTest, IndependentProductsRunSideBySide) {
     std::vector<BufferPtr> first;
     for (int run = 0; run < 3; ++run) {
       const std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(args));
-      EXPECT_EQ(exe->last_stats().products_paired, 2) << what;  // dx and dw; z reads dx
+      EXPECT_EQ(LastStats(*exe).products_paired, 2) << what;  // dx and dw; z reads dx
       ASSERT_EQ(got.size(), want.size()) << what;
       for (size_t k = 0; k < want.size(); ++k) {
         for (int64_t i = 0; i < want[k]->NumElements(); ++i)
@@ -470,11 +480,11 @@ TEST(CompiledExecutorTest, SmallKernelsRunBesideAPair) {
   int64_t first_kernels = -1;
   for (int run = 0; run < 3; ++run) {
     const std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(args));
-    if (run == 0) first_kernels = exe->last_stats().kernels_run;
-    EXPECT_EQ(exe->last_stats().products_paired, 4);
-    EXPECT_EQ(exe->last_stats().kernels_beside_pairs, 1);  // dw1's sum of squares; none after dw2
-    EXPECT_LE(exe->last_stats().followers_beside_pairs, 1);  // dy2, when dw1 was still running
-    EXPECT_EQ(exe->last_stats().kernels_run, first_kernels) << "run " << run;
+    if (run == 0) first_kernels = LastStats(*exe).kernels_run;
+    EXPECT_EQ(LastStats(*exe).products_paired, 4);
+    EXPECT_EQ(LastStats(*exe).kernels_beside_pairs, 1);  // dw1's sum of squares; none after dw2
+    EXPECT_LE(LastStats(*exe).followers_beside_pairs, 1);  // dy2, when dw1 was still running
+    EXPECT_EQ(LastStats(*exe).kernels_run, first_kernels) << "run " << run;
     ASSERT_EQ(got.size(), want.size());
     for (size_t k = 0; k < want.size(); ++k) {
       for (int64_t i = 0; i < want[k]->NumElements(); ++i)
@@ -488,8 +498,8 @@ TEST(CompiledExecutorTest, SmallKernelsRunBesideAPair) {
   ThreadPool::Global().SetThreadInline(true);
   const std::vector<BufferPtr> inline_got = exe->Execute(testutil::Buffers(args));
   ThreadPool::Global().SetThreadInline(false);
-  EXPECT_EQ(exe->last_stats().followers_beside_pairs, 1);
-  EXPECT_EQ(exe->last_stats().kernels_run, first_kernels);
+  EXPECT_EQ(LastStats(*exe).followers_beside_pairs, 1);
+  EXPECT_EQ(LastStats(*exe).kernels_run, first_kernels);
   for (size_t k = 0; k < want.size(); ++k) EXPECT_TRUE(testutil::SameBits(*first[k], *inline_got[k])) << "result " << k;
 }
 
@@ -516,8 +526,8 @@ TEST(CompiledExecutorTest, ASmallKernelMovesBesideAPairPastOneThatStays) {
   const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
   auto exe = Compiled().Compile(*m);
   const std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(args));
-  EXPECT_EQ(exe->last_stats().products_paired, 2);
-  EXPECT_EQ(exe->last_stats().kernels_beside_pairs, 1);  // c
+  EXPECT_EQ(LastStats(*exe).products_paired, 2);
+  EXPECT_EQ(LastStats(*exe).kernels_beside_pairs, 1);  // c
   ASSERT_EQ(got.size(), want.size());
   for (size_t k = 0; k < want.size(); ++k) {
     std::string where;
@@ -587,7 +597,7 @@ TEST(CompiledExecutorTest, FollowersOfRandomChainsKeepTheirValues) {
       if (inline_run) ThreadPool::Global().SetThreadInline(true);
       const std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(args));
       if (inline_run) ThreadPool::Global().SetThreadInline(false);
-      const ExecuteStats stats = exe->last_stats();
+      const Stats stats = LastStats(*exe);
       EXPECT_EQ(stats.products_paired, 2) << "run " << run;
       if (run == 0) kernels = stats.kernels_run;
       EXPECT_EQ(stats.kernels_run, kernels) << "run " << run;
@@ -636,7 +646,7 @@ TEST(CompiledExecutorTest, IntermediatesAreKeptForTheNextRun) {
       std::vector<BufferPtr> in = testutil::Buffers(args);
       const std::vector<BufferPtr> held = in;  // not donated
       runs.push_back(exe->Execute(std::move(in)));
-      fresh.push_back(exe->last_stats().new_buffers);
+      fresh.push_back(LastStats(*exe).new_buffers);
     }
     EXPECT_GT(fresh[0], 2) << what;
     EXPECT_LT(fresh[2], fresh[0]) << what;

@@ -290,7 +290,7 @@ void CpuExecutable::RunChain(RunState& rs, const Step* chain, std::vector<SlotSt
     throw StepError(chain[0], e);
   }
   if (!finite.load()) {
-    ++rs.stats.chains_rerun;
+    ++rs.schedule.chains_rerun;
     for (int i = 0; i < members; ++i) {
       const Step& st = chain[i];
       Member& mi = m[static_cast<size_t>(i)];
@@ -307,7 +307,7 @@ void CpuExecutable::RunChain(RunState& rs, const Step* chain, std::vector<SlotSt
       }
     }
   }
-  RanTogether(rs, chain, members, &ExecuteStats::chained_kernels, t0, /*parallel=*/true, slots);
+  RanTogether(rs, chain, members, &CpuScheduleStats::chained_kernels, t0, /*parallel=*/true, slots);
 }
 
 }  // namespace axle::runtime::internal

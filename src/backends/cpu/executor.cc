@@ -248,13 +248,13 @@ int64_t CpuExecutable::StepBytes(const Step& st) const {
   return bytes;
 }
 
-void CpuExecutable::RanTogether(RunState& rs, const Step* first, int count, int64_t ExecuteStats::*counter,
+void CpuExecutable::RanTogether(RunState& rs, const Step* first, int count, int64_t CpuScheduleStats::*counter,
                                 std::chrono::steady_clock::time_point t0, bool parallel,
                                 std::vector<SlotState>& slots) const {
   int64_t bytes = 0;
   for (int i = 0; i < count; ++i) {
     ++rs.stats.kernels_run;
-    ++(rs.stats.*counter);
+    ++(rs.schedule.*counter);
     Produced(rs, first[i], slots);
     if (profile::Enabled()) bytes += StepBytes(first[i]);
   }
@@ -433,6 +433,7 @@ std::vector<BufferPtr> CpuExecutable::Execute(std::vector<BufferPtr> args) {
   }
   std::vector<BufferPtr> out = Run(std::move(args), rs);
   stats_ = rs.stats;
+  schedule_stats_ = rs.schedule;
   return out;
 }
 
@@ -464,7 +465,7 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
     keep = ++runs_ >= 2;
   }
   std::vector<SlotState> slots(slot_bytes_.size());
-  rs.stats.copies_folded = copies_folded_;
+  rs.schedule.copies_folded = copies_folded_;
   std::vector<bool> donated_arg(args.size());
   for (size_t k = 0; k < args.size(); ++k) donated_arg[k] = args[k].use_count() == 1;
   std::vector<const Literal*> ops;
@@ -616,6 +617,11 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
 }
 
 }  // namespace internal
+
+CpuScheduleStats LastScheduleStats(const Executable& exe) {
+  const auto* cpu = dynamic_cast<const internal::CpuExecutable*>(&exe);
+  return cpu != nullptr ? cpu->schedule_stats() : CpuScheduleStats{};
+}
 
 namespace {
 

@@ -73,6 +73,30 @@ std::unique_ptr<Executable> NewPlannedExecutable(std::unique_ptr<ir::Module> mod
                                                  std::shared_ptr<const void> keep_alive, std::string_view backend,
                                                  const passes::Target& target);
 
+// What the CPU schedule did in a run (Note [Products side by side] and the others in pairs.cc,
+// chains.cc, groups.cc, views.cc): counters of this backend's strategies, kept apart from the
+// device-neutral ExecuteStats.
+struct CpuScheduleStats {
+  int64_t products_paired = 0;  // products run side by side with another (Note [Products side by side])
+  int64_t kernels_beside_pairs = 0;  // small kernels run by a pair's threads (Note [Kernels beside a pair])
+  // Followers run by a pair's first thread while its second product ran (Note [Followers of a
+  // pair]); how many depends on the schedule, unlike every other count here.
+  int64_t followers_beside_pairs = 0;
+  // Kernels run slice by slice in chains (Note [Batch-sliced chains]), and chains run again
+  // kernel by kernel because a product came out inf or NaN.
+  int64_t chained_kernels = 0;
+  int64_t chains_rerun = 0;
+  // Copies (slices, transposes, concatenations) not run because products read or write their
+  // values in place (Note [Products into views]).
+  int64_t copies_folded = 0;
+  // Independent generated kernels run as one pool call (Note [Independent kernels as one loop]).
+  int64_t grouped_kernels = 0;
+};
+
+// The CPU schedule's counters of `exe`'s last Execute (not ExecuteOnDevice); zeros for an
+// executable of another backend.
+CpuScheduleStats LastScheduleStats(const Executable& exe);
+
 // The process-wide "cpu" backend (registered in src/backends/registry.cc).
 Backend& CpuBackend();
 

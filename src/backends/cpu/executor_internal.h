@@ -105,6 +105,7 @@ class CpuExecutable final : public Executable {
   std::vector<BufferPtr> ExecuteOnDevice(std::vector<BufferPtr> args, const DeviceContext& device,
                                          ExecuteStats* stats) override;
   ExecuteStats last_stats() const override { return stats_; }
+  const CpuScheduleStats& schedule_stats() const { return schedule_stats_; }
   std::string DescribeSchedule() const override;  // schedule.cc
 
  private:
@@ -116,6 +117,7 @@ class CpuExecutable final : public Executable {
   };
   struct RunState {
     ExecuteStats stats;
+    CpuScheduleStats schedule;
     std::vector<Free> free;
     int64_t live_bytes = 0;
     DeviceContext device;
@@ -158,7 +160,7 @@ class CpuExecutable final : public Executable {
   // After a chain or group of `count` steps that ran as one pool call from t0: each counted as
   // run and in `counter`, its results live, and the call one row of AXLE_PROFILE / span of
   // AXLE_TRACE under the first step's chain_label.
-  void RanTogether(RunState& rs, const Step* first, int count, int64_t ExecuteStats::*counter,
+  void RanTogether(RunState& rs, const Step* first, int count, int64_t CpuScheduleStats::*counter,
                    std::chrono::steady_clock::time_point t0, bool parallel, std::vector<SlotState>& slots) const;
   Error StepError(const Step& st, const Error& e) const;  // e, naming the step's node
   BufferPtr Allocate(RunState& rs, const ir::TensorType& type, bool& donated);
@@ -182,6 +184,7 @@ class CpuExecutable final : public Executable {
   bool has_collectives_ = false;
   int copies_folded_ = 0;  // Note [Products into views]
   ExecuteStats stats_;  // of the last Execute (not ExecuteOnDevice)
+  CpuScheduleStats schedule_stats_;
   // Note [Buffers kept between runs]: a step runs the same executable again and again; the
   // intermediates its last run freed (not donated arguments) seed the next run's free list, so
   // a step reuses last step's memory instead of a malloc and a free per intermediate (and, past

@@ -119,7 +119,7 @@ void CpuExecutable::RunGroup(RunState& rs, const Step* group, std::vector<SlotSt
     else
       run(0, n);
   }
-  RanTogether(rs, group, members, &ExecuteStats::grouped_kernels, t0, group[0].group_parallel, slots);
+  RanTogether(rs, group, members, &CpuScheduleStats::grouped_kernels, t0, group[0].group_parallel, slots);
 }
 
 }  // namespace axle::runtime::internal

@@ -276,7 +276,7 @@ void CpuExecutable::RunPair(RunState& rs, const Step* pair, std::vector<SlotStat
     try {
       if (error[static_cast<size_t>(i)]) std::rethrow_exception(error[static_cast<size_t>(i)]);
       if (i < 2) {
-        ++rs.stats.products_paired;
+        ++rs.schedule.products_paired;
         SlotState& r = slots[static_cast<size_t>(s.results[0])];
         if (!done[i]) {
           // The interpreter's values go into the storage the followers' inputs point at.
@@ -289,9 +289,9 @@ void CpuExecutable::RunPair(RunState& rs, const Step* pair, std::vector<SlotStat
         r.donated = donated[i];
         r.writable = true;
       } else if (i < items) {
-        ++rs.stats.kernels_beside_pairs;
+        ++rs.schedule.kernels_beside_pairs;
       } else if (i < items + followed) {
-        ++rs.stats.followers_beside_pairs;
+        ++rs.schedule.followers_beside_pairs;
       } else {  // not reached while the second product ran: split over the pool, as usual
         const auto t0 = std::chrono::steady_clock::now();
         const int64_t splits = ThreadPool::Global().dispatches();
