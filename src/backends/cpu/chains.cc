@@ -130,8 +130,8 @@ bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
   // unpaired. Only generated kernels and non-product kernels move before a chain, so no pair is
   // split or formed by the new order.
   auto partner = [&](size_t j) -> int64_t {
-    if (steps[j].pair_next) return static_cast<int64_t>(j + 1);
-    if (j > 0 && steps[j - 1].pair_next) return static_cast<int64_t>(j - 1);
+    if (steps[j].pair.next) return static_cast<int64_t>(j + 1);
+    if (j > 0 && steps[j - 1].pair.next) return static_cast<int64_t>(j - 1);
     return -1;
   };
   auto member = [&](size_t j, int64_t slices) {
@@ -190,13 +190,13 @@ bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
     std::string label;
     for (size_t i = 0; i < members.size(); ++i) {
       const size_t j = members[i];
-      if (const int64_t p = partner(j); p >= 0) steps[std::min(j, static_cast<size_t>(p))].pair_next = false;
+      if (const int64_t p = partner(j); p >= 0) steps[std::min(j, static_cast<size_t>(p))].pair.next = false;
       Step& st = steps[j];
-      st.in_chain = true;
-      st.by_rows = ProductCut(st, slices, threads) == Cut::kRows;
+      st.chain.member = true;
+      st.chain.by_rows = ProductCut(st, slices, threads) == Cut::kRows;
       if (i == 0) {
-        st.chain = static_cast<int>(members.size());
-        st.slices = slices;
+        st.chain.steps = static_cast<int>(members.size());
+        st.chain.slices = slices;
       }
       if (profile::Labeling()) label += (i ? "; " : "") + st.label;
     }
@@ -223,8 +223,8 @@ bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
 // the pool (each thread its slices of all of them), and reruns them kernel by kernel when a
 // product's BLAS result was not finite.
 void CpuExecutable::RunChain(RunState& rs, const Step* chain, std::vector<SlotState>& slots) {
-  const int members = chain[0].chain;
-  const int64_t slices = chain[0].slices;
+  const int members = chain[0].chain.steps;
+  const int64_t slices = chain[0].chain.slices;
   const auto t0 = std::chrono::steady_clock::now();
   struct Member {
     std::vector<const Literal*> ops;  // a product's operands
@@ -279,7 +279,7 @@ void CpuExecutable::RunChain(RunState& rs, const Step* chain, std::vector<SlotSt
           const GeneratedKernel& g = *st.generated;
           const int64_t per = g.elements / slices;
           if (mi.bound) g.fn(mi.call.in.data(), mi.call.out.data(), lo * per, hi * per);
-        } else if (!(st.by_rows
+        } else if (!(st.chain.by_rows
                          ? cpu::DotRowBlocks(*st.node, mi.ops, *mi.out, lo, hi, static_cast<int>(slices), st.views)
                          : cpu::DotItems(*st.node, mi.ops, *mi.out, lo, hi, st.views))) {
           finite.store(false, std::memory_order_relaxed);

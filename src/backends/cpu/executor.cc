@@ -477,19 +477,19 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
   };
   for (size_t k = 0; k < steps_.size(); ++k) {
     const Step& st = steps_[k];
-    if (st.chain > 0) {
+    if (st.chain.steps > 0) {
       RunChain(rs, &st, slots);
-      ran(k, static_cast<size_t>(st.chain));
+      ran(k, static_cast<size_t>(st.chain.steps));
       continue;
     }
-    if (st.group > 0) {
+    if (st.group.steps > 0) {
       RunGroup(rs, &st, slots);
-      ran(k, static_cast<size_t>(st.group));
+      ran(k, static_cast<size_t>(st.group.steps));
       continue;
     }
-    if (st.pair_next) {
+    if (st.pair.next) {
       RunPair(rs, &st, slots);
-      ran(k, 2 + static_cast<size_t>(st.fillers + st.followers));
+      ran(k, 2 + static_cast<size_t>(st.pair.fillers + st.pair.followers));
       continue;
     }
     const Node& n = *st.node;

@@ -38,32 +38,40 @@ struct Step {
   std::vector<int> release;   // slots whose last use is this step (deduplicated)
   int64_t param_index = 0;
   std::shared_ptr<const Literal> constant;
-  bool pair_next = false;  // Note [Products side by side]: runs beside the next step
-  // Note [Kernels beside a pair]: on a pair's first step, how many of the steps after the pair
-  // its two threads run too, whichever is free first.
-  int fillers = 0;
-  // Note [Followers of a pair]: on a pair's first step, how many of the steps after the fillers
-  // the thread that ran the first product may run while the second is still running.
-  int followers = 0;
-  // Note [Batch-sliced chains] (chains.cc): on a chain's first step, how many steps (this
-  // one included) run as one chain, cut into `slices` slices of their batch or rows; in_chain on
+  // How the step runs with its neighbours: a region (a pair, a chain or a group) is described on
+  // its first step (a chain also marks each of its steps as a member).
+  struct Pair {
+    bool next = false;  // Note [Products side by side]: runs beside the next step
+    // Note [Kernels beside a pair]: how many of the steps after the pair its two threads run
+    // too, whichever is free first.
+    int fillers = 0;
+    // Note [Followers of a pair]: how many of the steps after the fillers the thread that ran
+    // the first product may run while the second is still running.
+    int followers = 0;
+  } pair;
+  // Note [Batch-sliced chains] (chains.cc): on a chain's first step, how many steps (this one
+  // included) run as one chain, cut into `slices` slices of their batch or rows; `member` on
   // each.
-  int chain = 0;
-  // Note [Independent kernels as one loop] (groups.cc): on a group's first step, how many
-  // steps (this one included) run as one pool call, the slots more than one of them reads (none
-  // of them writes those in place), and the pieces the threads claim: elements [begin, end) of
+  struct Chain {
+    int steps = 0;
+    int64_t slices = 0;
+    bool member = false;
+    bool by_rows = false;  // a product of a chain cut into blocks of rows (else into batch items)
+  } chain;
+  // Note [Independent kernels as one loop] (groups.cc): on a group's first step, how many steps
+  // (this one included) run as one pool call, the slots more than one of them reads (none of
+  // them writes those in place), and the pieces the threads claim: elements [begin, end) of
   // member `member`.
-  int group = 0;
-  std::vector<int> group_shared;
   struct GroupPiece {
     int member;
     int64_t begin, end;
   };
-  std::vector<GroupPiece> group_pieces;
-  bool group_parallel = false;  // large enough to split over the pool
-  int64_t slices = 0;
-  bool in_chain = false;
-  bool by_rows = false;  // a product of a chain cut into blocks of rows (else into batch items)
+  struct Group {
+    int steps = 0;
+    std::vector<int> shared;
+    std::vector<GroupPiece> pieces;
+    bool parallel = false;  // large enough to split over the pool
+  } group;
   // Note [Products into views] (views.cc): a product's operands read and its result written
   // in place in larger buffers; with a result view, results[0] is the slot of `into`, the value
   // whose buffer it writes (allocated by the first of its writers).

@@ -32,7 +32,7 @@ namespace axle::runtime::internal {
 namespace {
 
 bool Groupable(const Step& st) {
-  if (st.kind != Step::kGenerated || st.in_chain || st.chain > 0 || st.pair_next) return false;
+  if (st.kind != Step::kGenerated || st.chain.member || st.chain.steps > 0 || st.pair.next) return false;
   const GeneratedKernel& g = *st.generated;
   return g.fn != nullptr && !g.is_copy && !g.reduction && g.row_blocks == 1 && g.elements > 0;
 }
@@ -48,12 +48,12 @@ void CpuExecutable::MarkGroups(std::vector<Step>& steps) const {
   size_t k = 0;
   while (k < steps.size()) {
     const Step& first = steps[k];
-    if (first.chain > 0) {
-      k += static_cast<size_t>(first.chain);
+    if (first.chain.steps > 0) {
+      k += static_cast<size_t>(first.chain.steps);
       continue;
     }
-    if (first.pair_next) {  // the pair, its fillers and its followers run as one pool call already
-      k += 2 + static_cast<size_t>(first.fillers + first.followers);
+    if (first.pair.next) {  // the pair, its fillers and its followers run as one pool call already
+      k += 2 + static_cast<size_t>(first.pair.fillers + first.pair.followers);
       continue;
     }
     if (!Groupable(first)) {
@@ -65,11 +65,11 @@ void CpuExecutable::MarkGroups(std::vector<Step>& steps) const {
     for (; j < steps.size() && Groupable(steps[j]) && !ReadsAnyOf(steps[j], made); ++j)
       made.insert(steps[j].results.begin(), steps[j].results.end());
     if (j - k >= 2) {
-      steps[k].group = static_cast<int>(j - k);
+      steps[k].group.steps = static_cast<int>(j - k);
       std::unordered_set<int> seen;
       for (size_t i = k; i < j; ++i)
         for (int s : std::unordered_set<int>(steps[i].operands.begin(), steps[i].operands.end()))
-          if (!seen.insert(s).second) steps[k].group_shared.push_back(s);
+          if (!seen.insert(s).second) steps[k].group.shared.push_back(s);
       int64_t total = 0;
       for (size_t i = k; i < j; ++i) total += steps[i].generated->elements;
       for (size_t i = k; i < j; ++i) {
@@ -77,9 +77,9 @@ void CpuExecutable::MarkGroups(std::vector<Step>& steps) const {
         const int64_t chunk = g.min_chunk > 0 ? g.min_chunk : kParallelElements;
         const int64_t grain = std::max({int64_t{1}, chunk / 2, (total + target_.cpu.group_max_pieces - 1) / target_.cpu.group_max_pieces});
         for (int64_t b = 0; b < g.elements; b += grain)
-          steps[k].group_pieces.push_back({static_cast<int>(i - k), b, std::min(g.elements, b + grain)});
+          steps[k].group.pieces.push_back({static_cast<int>(i - k), b, std::min(g.elements, b + grain)});
       }
-      steps[k].group_parallel = total >= kParallelElements && steps[k].group_pieces.size() > 1;
+      steps[k].group.parallel = total >= kParallelElements && steps[k].group.pieces.size() > 1;
       if (profile::Labeling()) {
         std::string label;
         for (size_t i = k; i < j; ++i) label += (i > k ? "; " : "") + steps[i].label;
@@ -91,9 +91,9 @@ void CpuExecutable::MarkGroups(std::vector<Step>& steps) const {
 }
 
 void CpuExecutable::RunGroup(RunState& rs, const Step* group, std::vector<SlotState>& slots) {
-  const int members = group[0].group;
+  const int members = group[0].group.steps;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<int>& shared = group[0].group_shared;  // no member writes these in place
+  const std::vector<int>& shared = group[0].group.shared;  // no member writes these in place
   std::vector<GeneratedCall> calls(static_cast<size_t>(members));
   for (int i = 0; i < members; ++i) {
     try {
@@ -103,7 +103,7 @@ void CpuExecutable::RunGroup(RunState& rs, const Step* group, std::vector<SlotSt
       throw StepError(group[i], e);
     }
   }
-  const std::vector<Step::GroupPiece>& pieces = group[0].group_pieces;
+  const std::vector<Step::GroupPiece>& pieces = group[0].group.pieces;
   auto run = [&](int64_t lo, int64_t hi) {
     for (int64_t p = lo; p < hi; ++p) {
       const Step::GroupPiece& q = pieces[static_cast<size_t>(p)];
@@ -114,12 +114,12 @@ void CpuExecutable::RunGroup(RunState& rs, const Step* group, std::vector<SlotSt
   const int64_t n = static_cast<int64_t>(pieces.size());
   {
     ThreadPool::CallLabel chunks(group[0].chain_label);
-    if (group[0].group_parallel)
+    if (group[0].group.parallel)
       ThreadPool::Global().ParallelFor(n, 1, run, static_cast<int>(n));
     else
       run(0, n);
   }
-  RanTogether(rs, group, members, &CpuScheduleStats::grouped_kernels, t0, group[0].group_parallel, slots);
+  RanTogether(rs, group, members, &CpuScheduleStats::grouped_kernels, t0, group[0].group.parallel, slots);
 }
 
 }  // namespace axle::runtime::internal

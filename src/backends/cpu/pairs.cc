@@ -41,7 +41,7 @@ int64_t ProductMacs(const Node& n) {
 bool Pairable(const Step& a, const Step& b, const passes::Target& target) {
   if (target.threads != 2) return false;
   auto product = [&](const Step& st) {
-    return st.kind == Step::kKernel && !st.in_chain && st.kernel.fn && !st.kernel.in_place &&
+    return st.kind == Step::kKernel && !st.chain.member && st.kernel.fn && !st.kernel.in_place &&
            st.node->op() == OpKind::kDotGeneral && st.into == nullptr &&
            ProductMacs(*st.node) >= target.cpu.pair_min_macs &&
            st.node->result()->shape().NumElements() <= target.cpu.pair_max_result_elements;
@@ -57,7 +57,7 @@ bool Pairable(const Step& a, const Step& b, const passes::Target& target) {
 void MarkPairs(std::vector<Step>& steps, const passes::Target& target) {
   for (size_t k = 0; k + 1 < steps.size(); ++k) {
     if (!Pairable(steps[k], steps[k + 1], target)) continue;
-    steps[k].pair_next = true;
+    steps[k].pair.next = true;
     ++k;  // the second is taken
   }
 }
@@ -100,14 +100,14 @@ namespace {
 // do not depend on how far the thread got.
 
 bool IsFillerKind(const Step& st, const std::vector<int64_t>& slot_bytes, const passes::CpuScheduleParams& p) {
-  if (st.kind != Step::kGenerated || st.in_chain || st.generated->is_copy || st.generated->fn == nullptr) return false;
+  if (st.kind != Step::kGenerated || st.chain.member || st.generated->is_copy || st.generated->fn == nullptr) return false;
   int64_t bytes = 0;
   for (int s : st.operands) bytes += slot_bytes[static_cast<size_t>(s)];
   return bytes <= p.filler_max_elements * 4;
 }
 
 bool IsTinyReduction(const Step& st, const passes::CpuScheduleParams& p) {
-  if (st.kind != Step::kGenerated || st.in_chain || st.generated->is_copy) return false;
+  if (st.kind != Step::kGenerated || st.chain.member || st.generated->is_copy) return false;
   for (const ir::Value* v : st.generated->outputs)
     if (v->type().NumElements() > p.tiny_result_elements) return false;
   return st.generated->reduction;
@@ -124,7 +124,7 @@ bool CpuExecutable::HoistBesidePairs(std::vector<Step>& steps) const {
   const size_t n = steps.size();
   std::vector<size_t> pair_ends;  // positions of the second product of each pair
   for (size_t p = 0; p + 1 < n; ++p)
-    if (steps[p].pair_next) pair_ends.push_back(p + 1);
+    if (steps[p].pair.next) pair_ends.push_back(p + 1);
   if (pair_ends.empty()) return false;
   std::vector<std::vector<size_t>> after(n);  // steps to emit after position p (a pair's end)
   std::vector<bool> moves(n, false);
@@ -141,7 +141,7 @@ bool CpuExecutable::HoistBesidePairs(std::vector<Step>& steps) const {
     std::vector<size_t> run;
     for (size_t c = a; c-- > 0;) {
       const Step& st = steps[c];
-      if (moves[c] || st.pair_next || is_end[c] || run.size() >= static_cast<size_t>(target_.cpu.max_fillers)) break;
+      if (moves[c] || st.pair.next || is_end[c] || run.size() >= static_cast<size_t>(target_.cpu.max_fillers)) break;
       const bool read = std::any_of(st.results.begin(), st.results.end(), [&](int s) {
         return std::find(readers.begin(), readers.end(), s) != readers.end();
       });
@@ -187,13 +187,13 @@ bool CpuExecutable::HoistBesidePairs(std::vector<Step>& steps) const {
 void CpuExecutable::MarkBesidePairs(std::vector<Step>& steps) const {
   for (size_t k = 0; k + 1 < steps.size(); ++k) {
     Step& a = steps[k];
-    if (!a.pair_next) continue;
+    if (!a.pair.next) continue;
     std::vector<int> unready(steps[k + 1].results);  // the second product's and the fillers'
     size_t j = k + 2;
     auto mark = [&](int& count, int most, bool filler) {
       for (; j < steps.size() && count < most; ++j) {
         const Step& f = steps[j];
-        if (f.pair_next || !IsFillerKind(f, slot_bytes_, target_.cpu)) break;
+        if (f.pair.next || !IsFillerKind(f, slot_bytes_, target_.cpu)) break;
         const bool reads = std::any_of(f.operands.begin(), f.operands.end(), [&](int s) {
           return std::find(unready.begin(), unready.end(), s) != unready.end() ||
                  (filler && std::find(a.results.begin(), a.results.end(), s) != a.results.end());
@@ -203,8 +203,8 @@ void CpuExecutable::MarkBesidePairs(std::vector<Step>& steps) const {
         ++count;
       }
     };
-    mark(a.fillers, target_.cpu.max_fillers, /*filler=*/true);
-    mark(a.followers, target_.cpu.max_followers, /*filler=*/false);
+    mark(a.pair.fillers, target_.cpu.max_fillers, /*filler=*/true);
+    mark(a.pair.followers, target_.cpu.max_followers, /*filler=*/false);
     k = j - 1;
   }
 }
@@ -214,8 +214,8 @@ void CpuExecutable::MarkBesidePairs(std::vector<Step>& steps) const {
 // (Note [Followers of a pair]) the followers, by the first product's thread while the second runs.
 void CpuExecutable::RunPair(RunState& rs, const Step* pair, std::vector<SlotState>& slots) {
   const Step* st[2] = {&pair[0], &pair[1]};
-  const int fillers = pair[0].fillers;
-  const int followers = pair[0].followers;
+  const int fillers = pair[0].pair.fillers;
+  const int followers = pair[0].pair.followers;
   const int items = 2 + fillers;
   std::vector<const Literal*> ops[2];
   BufferPtr out[2];

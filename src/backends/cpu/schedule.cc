@@ -55,17 +55,17 @@ std::string CpuExecutable::DescribeSchedule() const {
     auto mark = [&](size_t from, size_t count, const std::string& what) {
       for (size_t q = from; q < from + count && q < steps_.size(); ++q) part_of[q] = what;
     };
-    if (st.pair_next) {
+    if (st.pair.next) {
       paired += 2;
       mark(p + 1, 1, fmt::format("paired with {}", p));
-      mark(p + 2, static_cast<size_t>(st.fillers), fmt::format("beside the pair at {}", p));
-      mark(p + 2 + static_cast<size_t>(st.fillers), static_cast<size_t>(st.followers),
+      mark(p + 2, static_cast<size_t>(st.pair.fillers), fmt::format("beside the pair at {}", p));
+      mark(p + 2 + static_cast<size_t>(st.pair.fillers), static_cast<size_t>(st.pair.followers),
            fmt::format("after {} on its thread", p));
     }
-    if (st.chain > 0) mark(p + 1, static_cast<size_t>(st.chain - 1), fmt::format("in the chain at {}", p));
-    if (st.group > 0) mark(p + 1, static_cast<size_t>(st.group - 1), fmt::format("in the group at {}", p));
-    chained += st.in_chain ? 1 : 0;
-    grouped += st.group;
+    if (st.chain.steps > 0) mark(p + 1, static_cast<size_t>(st.chain.steps - 1), fmt::format("in the chain at {}", p));
+    if (st.group.steps > 0) mark(p + 1, static_cast<size_t>(st.group.steps - 1), fmt::format("in the group at {}", p));
+    chained += st.chain.member ? 1 : 0;
+    grouped += st.group.steps;
   }
   std::string out = fmt::format(
       "schedule @{} for {}: {} steps, {} products paired, {} chained, {} grouped, {} copies folded\n",
@@ -98,14 +98,14 @@ std::string CpuExecutable::DescribeSchedule() const {
         break;
     }
     std::vector<std::string> notes;
-    if (st.pair_next)
-      notes.push_back(fmt::format("pair with {} (fillers {}, followers {})", p + 1, st.fillers, st.followers));
-    if (st.chain > 0)
-      notes.push_back(fmt::format("chain of {} in {} slices{}", st.chain, st.slices, st.by_rows ? " by rows" : ""));
-    if (!part_of[p].empty()) notes.push_back(part_of[p] + (st.chain == 0 && st.by_rows ? " by rows" : ""));
-    if (st.group > 0)
-      notes.push_back(fmt::format("group of {} in {} pieces{}", st.group, st.group_pieces.size(),
-                                  st.group_parallel ? "" : ", one thread"));
+    if (st.pair.next)
+      notes.push_back(fmt::format("pair with {} (fillers {}, followers {})", p + 1, st.pair.fillers, st.pair.followers));
+    if (st.chain.steps > 0)
+      notes.push_back(fmt::format("chain of {} in {} slices{}", st.chain.steps, st.chain.slices, st.chain.by_rows ? " by rows" : ""));
+    if (!part_of[p].empty()) notes.push_back(part_of[p] + (st.chain.steps == 0 && st.chain.by_rows ? " by rows" : ""));
+    if (st.group.steps > 0)
+      notes.push_back(fmt::format("group of {} in {} pieces{}", st.group.steps, st.group.pieces.size(),
+                                  st.group.parallel ? "" : ", one thread"));
     if (!st.views.plain())
       notes.push_back(fmt::format("views a{} b{} c{}", ViewText(st.views.lhs), ViewText(st.views.rhs),
                                   ViewText(st.views.out)));
