@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "ir/interpreter_internal.h"
+#include "ir/scalar_ops.h"
 
 namespace axle::ir::interp {
 namespace {
@@ -120,144 +121,10 @@ void StoreFloatToIntOrBool(Literal& lit, int64_t i, double v) {
 
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// Scalar functions. Integer arithmetic wraps: it is done on uint64 (where overflow is defined)
-// and truncated back, which is exact modulo 2^N.
-
-template <typename T>
-constexpr bool kIsFloat = std::is_floating_point_v<T>;
-
-template <typename T>
-T WrapAdd(T a, T b) { return static_cast<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
-template <typename T>
-T WrapSub(T a, T b) { return static_cast<T>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
-template <typename T>
-T WrapMul(T a, T b) { return static_cast<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
-
-template <typename T>
-T IntDiv(T a, T b) {
-  if (b == 0) return std::is_signed_v<T> ? static_cast<T>(-1) : std::numeric_limits<T>::max();
-  if constexpr (std::is_signed_v<T>)
-    if (a == std::numeric_limits<T>::min() && b == -1) return a;
-  return static_cast<T>(a / b);
-}
-
-template <typename T>
-T IntRem(T a, T b) {
-  if (b == 0) return a;
-  if constexpr (std::is_signed_v<T>)
-    if (b == -1) return 0;  // also INT_MIN rem -1, which would trap
-  return static_cast<T>(a % b);
-}
-
-template <typename T>
-T IntPow(T base, T exponent) {
-  if constexpr (std::is_signed_v<T>) {
-    if (exponent < 0) {
-      if (base == 1) return 1;
-      if (base == -1) return (exponent & 1) ? -1 : 1;
-      return 0;
-    }
-  }
-  uint64_t acc = 1, b = static_cast<uint64_t>(base), e = static_cast<uint64_t>(exponent);
-  while (e != 0) {
-    if (e & 1u) acc *= b;
-    b *= b;
-    e >>= 1;
-  }
-  return static_cast<T>(acc);
-}
-
-struct NegFn {
-  template <typename T> T operator()(T x) const {
-    if constexpr (kIsFloat<T>) return -x; else return WrapSub<T>(0, x);
-  }
-};
-struct AbsFn {
-  template <typename T> T operator()(T x) const {
-    if constexpr (kIsFloat<T>) return std::fabs(x);
-    else if constexpr (std::is_signed_v<T>) return x < 0 ? WrapSub<T>(0, x) : x;
-    else return x;
-  }
-};
-struct SignFn {
-  template <typename T> T operator()(T x) const {
-    if constexpr (kIsFloat<T>) {
-      if (std::isnan(x) || x == 0) return x;  // NaN -> NaN, ±0 -> ±0
-      return std::copysign(T(1), x);
-    } else {
-      return static_cast<T>((x > 0) - (x < T(0)));
-    }
-  }
-};
-struct ExpFn { template <typename T> T operator()(T x) const { return std::exp(x); } };
-struct LogFn { template <typename T> T operator()(T x) const { return std::log(x); } };
-struct Log1pFn { template <typename T> T operator()(T x) const { return std::log1p(x); } };
-struct TanhFn { template <typename T> T operator()(T x) const { return std::tanh(x); } };
-struct LogisticFn {
-  template <typename T> T operator()(T x) const { return T(1) / (T(1) + std::exp(-x)); }
-};
-struct SqrtFn { template <typename T> T operator()(T x) const { return std::sqrt(x); } };
-struct RsqrtFn { template <typename T> T operator()(T x) const { return T(1) / std::sqrt(x); } };
-struct SinFn { template <typename T> T operator()(T x) const { return std::sin(x); } };
-struct CosFn { template <typename T> T operator()(T x) const { return std::cos(x); } };
-struct ErfFn { template <typename T> T operator()(T x) const { return std::erf(x); } };
-struct FloorFn { template <typename T> T operator()(T x) const { return std::floor(x); } };
-struct CeilFn { template <typename T> T operator()(T x) const { return std::ceil(x); } };
-struct NotFn {
-  template <typename T> T operator()(T x) const {
-    if constexpr (std::is_same_v<T, bool>) return !x; else return static_cast<T>(~x);
-  }
-};
-
-struct AddFn {
-  template <typename T> T operator()(T a, T b) const {
-    if constexpr (kIsFloat<T>) return a + b; else return WrapAdd(a, b);
-  }
-};
-struct SubFn {
-  template <typename T> T operator()(T a, T b) const {
-    if constexpr (kIsFloat<T>) return a - b; else return WrapSub(a, b);
-  }
-};
-struct MulFn {
-  template <typename T> T operator()(T a, T b) const {
-    if constexpr (kIsFloat<T>) return a * b; else return WrapMul(a, b);
-  }
-};
-struct DivFn {
-  template <typename T> T operator()(T a, T b) const {
-    if constexpr (kIsFloat<T>) return a / b; else return IntDiv(a, b);
-  }
-};
-struct RemFn {
-  template <typename T> T operator()(T a, T b) const {
-    if constexpr (kIsFloat<T>) return std::fmod(a, b); else return IntRem(a, b);
-  }
-};
-struct PowFn {
-  template <typename T> T operator()(T a, T b) const {
-    if constexpr (kIsFloat<T>) return std::pow(a, b); else return IntPow(a, b);
-  }
-};
-struct MaxFn { template <typename T> T operator()(T a, T b) const { return SemanticMax(a, b); } };
-struct MinFn { template <typename T> T operator()(T a, T b) const { return SemanticMin(a, b); } };
-struct AndFn {
-  template <typename T> T operator()(T a, T b) const {
-    if constexpr (std::is_same_v<T, bool>) return a && b; else return static_cast<T>(a & b);
-  }
-};
-struct OrFn {
-  template <typename T> T operator()(T a, T b) const {
-    if constexpr (std::is_same_v<T, bool>) return a || b; else return static_cast<T>(a | b);
-  }
-};
-struct XorFn {
-  template <typename T> T operator()(T a, T b) const {
-    if constexpr (std::is_same_v<T, bool>) return a != b; else return static_cast<T>(a ^ b);
-  }
-};
-struct Atan2Fn { template <typename T> T operator()(T a, T b) const { return std::atan2(a, b); } };
+// The ops' scalar functions (NegFn, AddFn, ...; integer arithmetic wraps) are ir/scalar_ops.h's,
+// shared with the CPU backend's hand kernels.
+using scalar::kIsFloat;
+using namespace scalar;  // NOLINT: the function objects the table below names
 
 // ---------------------------------------------------------------------------------------------
 // Kernels.
@@ -352,7 +219,7 @@ std::vector<Literal> ClampKernel(const Node& node, Operands ops, const ReplicaCo
     for (int64_t i = 0; i < x.NumElements(); ++i) {
       auto l = Get<E>(lo, lo.shape().rank() == 0 ? 0 : i);
       auto h = Get<E>(hi, hi.shape().rank() == 0 ? 0 : i);
-      Put<E>(out, i, SemanticMin(SemanticMax(Get<E>(x, i), l), h));
+      Put<E>(out, i, Min(Max(Get<E>(x, i), l), h));
     }
   });
   return One(std::move(out));

@@ -20,6 +20,7 @@
 #include "core/half.h"
 #include "ir/literal.h"
 #include "ir/module.h"
+#include "ir/scalar_ops.h"
 
 namespace axle::ir::interp {
 
@@ -149,25 +150,9 @@ decltype(auto) VisitAny(DType t, F&& f) {
 // ---------------------------------------------------------------------------------------------
 // Scalar semantics shared by several kernels.
 
-// max / min of two values: NaN when either is NaN, and +0 counts as greater than -0.
-template <typename T>
-T SemanticMax(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (std::isnan(a)) return a;
-    if (std::isnan(b)) return b;
-    if (a == b) return std::signbit(a) ? b : a;
-  }
-  return a > b ? a : b;
-}
-template <typename T>
-T SemanticMin(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) {
-    if (std::isnan(a)) return a;
-    if (std::isnan(b)) return b;
-    if (a == b) return std::signbit(a) ? a : b;
-  }
-  return a < b ? a : b;
-}
+// max / min of two values (ir/scalar_ops.h): NaN when either is NaN, +0 above -0.
+using scalar::Max;
+using scalar::Min;
 
 // Element i of a float literal as a double (exact), or of an integer/bool literal as an int64
 // (u32 zero-extends, bool is 0/1).

@@ -56,8 +56,8 @@ void Accumulator::Add(const Literal& lit, int64_t i) {
     switch (kind_) {
       case ReduceKind::kSum: f_ += x; return;
       case ReduceKind::kProd: f_ *= x; return;
-      case ReduceKind::kMax: f_ = SemanticMax(f_, x); return;
-      case ReduceKind::kMin: f_ = SemanticMin(f_, x); return;
+      case ReduceKind::kMax: f_ = Max(f_, x); return;
+      case ReduceKind::kMin: f_ = Min(f_, x); return;
       default: Fail("internal error: {} reduction of floats", EnumName(kind_));
     }
   }

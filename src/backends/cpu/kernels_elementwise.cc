@@ -1,8 +1,9 @@
 // Elementwise fast kernels: f32/f64 arithmetic, compare, clamp and converts; wrapping integer
 // add/sub/mul/neg, max/min and bitwise ops (bool too); bf16/f16 arithmetic computed in float and
-// rounded back once per op, as the interpreter; select for any dtype (it moves bits). Each is a tight loop over contiguous storage, split over the thread pool
-// above kParallelElements. The scalar functions repeat the interpreter's (interpreter_elementwise.cc)
-// exactly, so results are bitwise equal.
+// rounded back once per op, as the interpreter; select for any dtype (it moves bits). Each is a
+// tight loop over contiguous storage, split over the thread pool above kParallelElements. An
+// element is computed by ir::scalar::Op<K> (ir/scalar_ops.h), the function the interpreter
+// computes it with, so results are bitwise equal.
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -10,13 +11,6 @@
 #include "backends/cpu/kernels.h"
 #include "core/half.h"
 #include "runtime/thread_pool.h"
-
-namespace axle::runtime::cpu {
-namespace {
-
-using ir::Literal;
-using ir::Node;
-using ir::OpKind;
 
 // Elementwise loops have no loop-carried dependence even when the result aliases an operand
 // (same index), so the vectoriser need not version them for aliasing (it would not at -O2).
@@ -29,56 +23,29 @@ using ir::OpKind;
 #define AXLE_IVDEP
 #endif
 
+// After the pragma: the scalar functions are inlined into the loops below and take their options.
+#include "ir/scalar_ops.h"  // NOLINT(build/include_order)
+
+namespace axle::runtime::cpu {
+namespace {
+
+using ir::Literal;
+using ir::Node;
+using ir::OpKind;
+
 template <typename F>
 void ParallelLoop(int64_t n, F&& body) {
   ThreadPool::Global().ParallelFor(n, kParallelElements, [&](int64_t b, int64_t e) { body(b, e); });
 }
 
-template <typename T>
-T SemMax(T a, T b) {
-  if (std::isnan(a)) return a;
-  if (std::isnan(b)) return b;
-  if (a == b) return std::signbit(a) ? b : a;
-  return a > b ? a : b;
-}
-template <typename T>
-T SemMin(T a, T b) {
-  if (std::isnan(a)) return a;
-  if (std::isnan(b)) return b;
-  if (a == b) return std::signbit(a) ? a : b;
-  return a < b ? a : b;
-}
-
 // ---- unary ----
-template <typename T, OpKind K>
-inline T Unary(T x) {
-  if constexpr (K == OpKind::kNeg) return -x;
-  else if constexpr (K == OpKind::kAbs) return std::fabs(x);
-  else if constexpr (K == OpKind::kExp) return std::exp(x);
-  else if constexpr (K == OpKind::kLog) return std::log(x);
-  else if constexpr (K == OpKind::kLog1p) return std::log1p(x);
-  else if constexpr (K == OpKind::kTanh) return std::tanh(x);
-  else if constexpr (K == OpKind::kLogistic) return T(1) / (T(1) + std::exp(-x));
-  else if constexpr (K == OpKind::kSqrt) return std::sqrt(x);
-  else if constexpr (K == OpKind::kRsqrt) return T(1) / std::sqrt(x);
-  else if constexpr (K == OpKind::kSin) return std::sin(x);
-  else if constexpr (K == OpKind::kCos) return std::cos(x);
-  else if constexpr (K == OpKind::kErf) return std::erf(x);
-  else if constexpr (K == OpKind::kFloor) return std::floor(x);
-  else if constexpr (K == OpKind::kCeil) return std::ceil(x);
-  else if constexpr (K == OpKind::kSign) {
-    if (std::isnan(x) || x == 0) return x;
-    return std::copysign(T(1), x);
-  }
-}
-
 template <typename T, OpKind K>
 bool UnaryKernel(const Node&, Operands ops, Literal& out) {
   const T* x = ops[0]->data<T>();
   T* y = out.mutable_data<T>();
   ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
     AXLE_IVDEP
-    for (int64_t i = b; i < e; ++i) y[i] = Unary<T, K>(x[i]);
+    for (int64_t i = b; i < e; ++i) y[i] = ir::scalar::Op<K>{}(x[i]);
   });
   return true;
 }
@@ -95,19 +62,6 @@ bool IsFiniteKernel(const Node&, Operands ops, Literal& out) {
 }
 
 // ---- binary ----
-template <typename T, OpKind K>
-inline T Binary(T a, T b) {
-  if constexpr (K == OpKind::kAdd) return a + b;
-  else if constexpr (K == OpKind::kSub) return a - b;
-  else if constexpr (K == OpKind::kMul) return a * b;
-  else if constexpr (K == OpKind::kDiv) return a / b;
-  else if constexpr (K == OpKind::kRem) return std::fmod(a, b);
-  else if constexpr (K == OpKind::kPow) return std::pow(a, b);
-  else if constexpr (K == OpKind::kMax) return SemMax(a, b);
-  else if constexpr (K == OpKind::kMin) return SemMin(a, b);
-  else if constexpr (K == OpKind::kAtan2) return std::atan2(a, b);
-}
-
 // True when `v` is a broadcast_in_dim of a one-element value: every element is equal.
 bool IsBroadcastScalar(const ir::Value* v) {
   const Node* n = v->node();
@@ -125,7 +79,7 @@ bool BinaryKernel(const Node& node, Operands ops, Literal& out) {
     const T s = c[0];
     ParallelLoop(n, [&](int64_t b, int64_t e) {
       AXLE_IVDEP
-      for (int64_t i = b; i < e; ++i) y[i] = Binary<T, K>(a[i], s);
+      for (int64_t i = b; i < e; ++i) y[i] = ir::scalar::Op<K>{}(a[i], s);
     });
     return true;
   }
@@ -133,13 +87,13 @@ bool BinaryKernel(const Node& node, Operands ops, Literal& out) {
     const T s = a[0];
     ParallelLoop(n, [&](int64_t b, int64_t e) {
       AXLE_IVDEP
-      for (int64_t i = b; i < e; ++i) y[i] = Binary<T, K>(s, c[i]);
+      for (int64_t i = b; i < e; ++i) y[i] = ir::scalar::Op<K>{}(s, c[i]);
     });
     return true;
   }
   ParallelLoop(n, [&](int64_t b, int64_t e) {
     AXLE_IVDEP
-    for (int64_t i = b; i < e; ++i) y[i] = Binary<T, K>(a[i], c[i]);
+    for (int64_t i = b; i < e; ++i) y[i] = ir::scalar::Op<K>{}(a[i], c[i]);
   });
   return true;
 }
@@ -212,7 +166,7 @@ bool ClampKernel(const Node&, Operands ops, Literal& out) {
   T* y = out.mutable_data<T>();
   ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
     AXLE_IVDEP
-    for (int64_t i = b; i < e; ++i) y[i] = SemMin(SemMax(x[i], lo[i * slo]), hi[i * shi]);
+    for (int64_t i = b; i < e; ++i) y[i] = ir::scalar::Min(ir::scalar::Max(x[i], lo[i * slo]), hi[i * shi]);
   });
   return true;
 }
@@ -242,29 +196,13 @@ bool ConvertKernel(const Node&, Operands ops, Literal& out) {
 
 // ---- integers and bool: wrapping add/sub/mul/neg, max/min, bitwise and/or/xor/not ----
 template <typename T, OpKind K>
-inline T IntBinary(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  if constexpr (K == OpKind::kAdd) return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-  else if constexpr (K == OpKind::kSub) return static_cast<T>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b)));
-  else if constexpr (K == OpKind::kMul) {
-    using W = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, U>;  // no int promotion
-    return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
-  }
-  else if constexpr (K == OpKind::kMax) return a > b ? a : b;
-  else if constexpr (K == OpKind::kMin) return a < b ? a : b;
-  else if constexpr (K == OpKind::kAnd) return static_cast<T>(a & b);
-  else if constexpr (K == OpKind::kOr) return static_cast<T>(a | b);
-  else return static_cast<T>(a ^ b);
-}
-
-template <typename T, OpKind K>
 bool IntBinaryKernel(const Node&, Operands ops, Literal& out) {
   const T* a = ops[0]->data<T>();
   const T* c = ops[1]->data<T>();
   T* y = out.mutable_data<T>();
   ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
     AXLE_IVDEP
-    for (int64_t i = b; i < e; ++i) y[i] = IntBinary<T, K>(a[i], c[i]);
+    for (int64_t i = b; i < e; ++i) y[i] = ir::scalar::Op<K>{}(a[i], c[i]);
   });
   return true;
 }
@@ -285,12 +223,11 @@ bool NotKernel(const Node&, Operands ops, Literal& out) {
 
 template <typename T>
 bool IntNegKernel(const Node&, Operands ops, Literal& out) {
-  using U = std::make_unsigned_t<T>;
   const T* x = ops[0]->data<T>();
   T* y = out.mutable_data<T>();
   ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
     AXLE_IVDEP
-    for (int64_t i = b; i < e; ++i) y[i] = static_cast<T>(static_cast<U>(U{0} - static_cast<U>(x[i])));
+    for (int64_t i = b; i < e; ++i) y[i] = ir::scalar::NegFn{}(x[i]);
   });
   return true;
 }
@@ -333,7 +270,7 @@ bool HalfUnaryKernel(const Node&, Operands ops, Literal& out) {
   const uint16_t* x = ops[0]->data<uint16_t>();
   uint16_t* y = out.mutable_data<uint16_t>();
   ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = H::Store(Unary<float, K>(H::Load(x[i])));
+    for (int64_t i = b; i < e; ++i) y[i] = H::Store(ir::scalar::Op<K>{}(H::Load(x[i])));
   });
   return true;
 }
@@ -344,7 +281,7 @@ bool HalfBinaryKernel(const Node&, Operands ops, Literal& out) {
   const uint16_t* c = ops[1]->data<uint16_t>();
   uint16_t* y = out.mutable_data<uint16_t>();
   ParallelLoop(out.NumElements(), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = H::Store(Binary<float, K>(H::Load(a[i]), H::Load(c[i])));
+    for (int64_t i = b; i < e; ++i) y[i] = H::Store(ir::scalar::Op<K>{}(H::Load(a[i]), H::Load(c[i])));
   });
   return true;
 }

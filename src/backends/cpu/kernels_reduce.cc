@@ -17,6 +17,8 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic")
 #endif
+// After the pragma: the scalar functions are inlined into the loops below and take their options.
+#include "ir/scalar_ops.h"  // NOLINT(build/include_order)
 #include "runtime/thread_pool.h"
 
 namespace axle::runtime::cpu {
@@ -26,24 +28,11 @@ using ir::Literal;
 using ir::Node;
 using ir::ReduceKind;
 
-inline double SemMaxD(double a, double b) {
-  if (std::isnan(a)) return a;
-  if (std::isnan(b)) return b;
-  if (a == b) return std::signbit(a) ? b : a;
-  return a > b ? a : b;
-}
-inline double SemMinD(double a, double b) {
-  if (std::isnan(a)) return a;
-  if (std::isnan(b)) return b;
-  if (a == b) return std::signbit(a) ? a : b;
-  return a < b ? a : b;
-}
-
 template <ReduceKind K>
 inline double Combine(double acc, double x) {
   if constexpr (K == ReduceKind::kSum) return acc + x;
-  else if constexpr (K == ReduceKind::kMax) return SemMaxD(acc, x);
-  else return SemMinD(acc, x);
+  else if constexpr (K == ReduceKind::kMax) return ir::scalar::Max(acc, x);
+  else return ir::scalar::Min(acc, x);
 }
 template <ReduceKind K>
 constexpr double Init() {
