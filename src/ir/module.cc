@@ -73,6 +73,19 @@ std::vector<Node*> Function::Parameters() const {
   return params;
 }
 
+Module::Module(Module&& other) noexcept { *this = std::move(other); }
+
+Module& Module::operator=(Module&& other) noexcept {
+  if (this == &other) return *this;
+  name_ = std::move(other.name_);
+  num_replicas_ = other.num_replicas_;
+  mesh_ = std::move(other.mesh_);
+  functions_ = std::move(other.functions_);
+  other.functions_.clear();
+  for (auto& f : functions_) f->set_module(this);
+  return *this;
+}
+
 Function* Module::AddFunction(std::string name) {
   functions_.push_back(std::make_unique<Function>(std::move(name)));
   functions_.back()->set_module(this);

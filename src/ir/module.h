@@ -214,6 +214,11 @@ class Function {
 class Module {
  public:
   explicit Module(std::string name = "module") : name_(std::move(name)) {}
+  // A moved module's functions know their new module (Function::module()).
+  Module(Module&& other) noexcept;
+  Module& operator=(Module&& other) noexcept;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
 
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }

@@ -91,6 +91,28 @@ TEST(FusePassTest, RunsOnceAndTheSecondRunChangesNothing) {
   EXPECT_EQ(ir::PrintModule(*f), once);
 }
 
+// A module moved into another object (the partition pass assigns its result so) keeps its
+// functions' module pointers right: a fusion still finds what it calls.
+TEST(FusePassTest, AMovedModuleStillEvaluatesItsFusions) {
+  std::unique_ptr<ir::Module> m = ir::ParseModule(R"(module @m {
+  func @main {
+    %x = parameter() {index=0} : f32[4]
+    %a = exp(%x) : f32[4]
+    %b = mul(%a, %x) : f32[4]
+    return %b
+  }
+})");
+  std::unique_ptr<ir::Module> f = Fused(*m);
+  ir::Module moved("other");
+  moved = std::move(*f);
+  f.reset();
+  ASSERT_EQ(moved.entry()->module(), &moved);
+  const std::vector<ir::Literal> args = {ir::Literal::FromVector<float>(DType::kF32, {4}, {0, 1, -2, 0.5})};
+  EXPECT_EQ(ir::Evaluate(*moved.entry(), args), ir::Evaluate(*m->entry(), args));
+  ir::Module constructed(std::move(moved));
+  EXPECT_EQ(constructed.entry()->module(), &constructed);
+}
+
 // The fused module `text`'s kernels, or the error KernelsOf raises.
 std::string ReadBack(const std::string& text) {
   try {
