@@ -2,6 +2,7 @@
 // what the module computed (the interpreter runs a fusion by evaluating its function), its text
 // reads back into the kernels fusion made, and a fused function the emitter cannot write is an
 // error that names it. The decisions themselves are .axir tests in tests/passes/fuse_*.axir.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -75,15 +76,21 @@ TEST(FusePassTest, RandomProgramsKeepTheirValuesAndReadBack) {
   EXPECT_GT(fusions, 300);  // the programs do fuse
 }
 
-TEST(FusePassTest, RunsOnceAndTheSecondRunChangesNothing) {
-  std::unique_ptr<ir::Module> m = ir::ParseModule(R"(module @m {
-  func @main {
-    %x = parameter() {index=0} : f32[8]
-    %a = exp(%x) : f32[8]
-    %b = mul(%a, %x) : f32[8]
+// exp(x) * x over f32[n]: one loop kernel.
+std::unique_ptr<ir::Module> ExpTimesX(int n) {
+  return ir::ParseModule(fmt::format(R"(module @m {{
+  func @main {{
+    %x = parameter() {{index=0}} : f32[{0}]
+    %a = exp(%x) : f32[{0}]
+    %b = mul(%a, %x) : f32[{0}]
     return %b
-  }
-})");
+  }}
+}})",
+                                     n));
+}
+
+TEST(FusePassTest, RunsOnceAndTheSecondRunChangesNothing) {
+  std::unique_ptr<ir::Module> m = ExpTimesX(8);
   std::unique_ptr<ir::Module> f = Fused(*m);
   const std::string once = ir::PrintModule(*f);
   EXPECT_EQ(f->functions().size(), 2u) << once;
@@ -94,14 +101,7 @@ TEST(FusePassTest, RunsOnceAndTheSecondRunChangesNothing) {
 // A module moved into another object (the partition pass assigns its result so) keeps its
 // functions' module pointers right: a fusion still finds what it calls.
 TEST(FusePassTest, AMovedModuleStillEvaluatesItsFusions) {
-  std::unique_ptr<ir::Module> m = ir::ParseModule(R"(module @m {
-  func @main {
-    %x = parameter() {index=0} : f32[4]
-    %a = exp(%x) : f32[4]
-    %b = mul(%a, %x) : f32[4]
-    return %b
-  }
-})");
+  std::unique_ptr<ir::Module> m = ExpTimesX(4);
   std::unique_ptr<ir::Module> f = Fused(*m);
   ir::Module moved("other");
   moved = std::move(*f);
