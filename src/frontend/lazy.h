@@ -211,6 +211,10 @@ void LaunchStep(StepLaunch launch, std::vector<bool> donate, std::vector<std::sh
 // references], lazy.cc); PublishMutex() is held while the worker publishes a step's results.
 std::vector<bool> DonatableArgs(const std::vector<std::shared_ptr<AsyncBuffer>>& args);
 std::mutex& PublishMutex();
+
+// Note [Competing threads] (runtime/thread_pool.h): what a wait for a step's result counts as
+// for the pool (-1 on the host, 0 on the execution thread, whose waits are its own).
+int HostBlocked();
 // True when the current trace holds no nodes (nothing is pending).
 bool TraceEmpty();
 // Syncs performed so far (sync() calls that cut a trace, launched or not); a compiled function
