@@ -9,7 +9,7 @@
 #include "core/error.h"
 
 namespace axle::flags {
-namespace {
+namespace detail {
 
 std::string EnvName(std::string_view name) {
   std::string env = "AXLE_";
@@ -33,40 +33,44 @@ int64_t ParseValue(std::string_view env, const std::string& s, int64_t*) {
   if (s.empty() || *end != '\0' || errno == ERANGE) Fail("{}={}: expected an integer", env, s);
   return v;
 }
-[[maybe_unused]] double ParseValue(std::string_view env, const std::string& s, double*) {
+double ParseValue(std::string_view env, const std::string& s, double*) {
   char* end = nullptr;
   double v = std::strtod(s.c_str(), &end);
   if (s.empty() || *end != '\0') Fail("{}={}: expected a number", env, s);
   return v;
 }
-[[maybe_unused]] std::string ParseValue(std::string_view, const std::string& s, std::string*) { return s; }
+std::string ParseValue(std::string_view, const std::string& s, std::string*) { return s; }
 
-template <typename T>
-std::string TypeName() {
-  if constexpr (std::is_same_v<T, bool>) return "bool";
-  if constexpr (std::is_same_v<T, int64_t>) return "int64";
-  if constexpr (std::is_same_v<T, double>) return "double";
-  return "string";
-}
-template <typename T>
-std::string ValueString(const T& v) {
-  if constexpr (std::is_same_v<T, bool>) return v ? "true" : "false";
-  if constexpr (std::is_same_v<T, std::string>) return v;
-  return fmt::format("{}", v);
-}
+std::string TypeString(bool) { return "bool"; }
+std::string TypeString(int64_t) { return "int64"; }
+std::string TypeString(double) { return "double"; }
+std::string TypeString(const std::string&) { return "string"; }
+std::string ValueString(bool v) { return v ? "true" : "false"; }
+std::string ValueString(int64_t v) { return fmt::format("{}", v); }
+std::string ValueString(double v) { return fmt::format("{}", v); }
+std::string ValueString(const std::string& v) { return v; }
 
-// A flag's state: unset until first read.
-template <typename T>
-struct Slot {
-  std::optional<T> value;
-  T Get(std::string_view name, const T& def) {
-    if (!value) {
-      const char* raw = ReadEnv(name);
-      value = raw ? ParseValue(EnvName(name), raw, static_cast<T*>(nullptr)) : def;
-    }
-    return *value;
-  }
+namespace {
+struct Registered {
+  FlagInfo info;
+  void (*reset)();
 };
+std::vector<Registered>& Others() {
+  static std::vector<Registered> flags;
+  return flags;
+}
+}  // namespace
+
+bool Register(FlagInfo info, void (*reset)()) {
+  Others().push_back({std::move(info), reset});
+  return true;
+}
+
+}  // namespace detail
+
+namespace {
+
+using detail::Slot;
 
 #define AXLE_FLAG_SLOT(type, name, def, help) Slot<type> slot_##name;
 AXLE_FLAGS(AXLE_FLAG_SLOT)
@@ -98,9 +102,10 @@ AXLE_FLAGS(AXLE_FLAG_DEFINE)
 std::vector<FlagInfo> AllFlags() {
   std::vector<FlagInfo> out;
 #define AXLE_FLAG_INFO(type, name, def, help) \
-  out.push_back({#name, EnvName(#name), TypeName<type>(), ValueString<type>(def), help});
+  out.push_back({#name, detail::EnvName(#name), detail::TypeString(type{}), detail::ValueString(type(def)), help});
   AXLE_FLAGS(AXLE_FLAG_INFO)
 #undef AXLE_FLAG_INFO
+  for (const detail::Registered& r : detail::Others()) out.push_back(r.info);
   return out;
 }
 
@@ -108,6 +113,7 @@ void ResetForTesting() {
 #define AXLE_FLAG_RESET(type, name, def, help) slot_##name.value.reset();
   AXLE_FLAGS(AXLE_FLAG_RESET)
 #undef AXLE_FLAG_RESET
+  for (const detail::Registered& r : detail::Others()) r.reset();
 }
 
 }  // namespace axle::flags

@@ -1,14 +1,18 @@
 // The one registry of Axle's runtime flags.
 //
-// Every flag is declared once in AXLE_FLAGS below with its type, default and help, and is read
-// from the environment variable AXLE_<NAME> (upper case) on first use. Nothing else in Axle calls
-// getenv. `axle flags` prints the table. A malformed value is an axle::Error naming the variable.
+// Every flag is declared once with its type, default and help, and is read from the environment
+// variable AXLE_<NAME> (upper case) on first use. Nothing else in Axle calls getenv. `axle flags`
+// prints the table. A malformed value is an axle::Error naming the variable. The flags every layer
+// may read are AXLE_FLAGS below; a backend declares its own in a table of the same form
+// (AXLE_DECLARE_FLAGS / AXLE_DEFINE_FLAGS: the CPU backend's in backends/cpu/cpu_flags.h), so
+// that this file names no library or strategy of one backend. They share the registry.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace axle::flags {
@@ -29,14 +33,6 @@ std::string DefaultCacheDir();
     "When set, RunPasses writes the module before the first pass and after each pass to DIR/NNN-<pass>.axir.")  \
   X(bool, replay, true,                                                                      \
     "A CompiledFunction (axle/compile.h) replays its recorded step without tracing once two calls traced the same graph (0 = trace every call).") \
-  X(bool, chains, true,                                                                      \
-    "The CPU executor runs a batched product and the kernels that read it slice by slice, each thread its slices of all of them (Note [Batch-sliced chains]); 0 = kernel by kernel.") \
-  X(bool, groups, true,                                                                      \
-    "The CPU executor runs consecutive independent loop kernels as one pool call, their elements claimed as one loop (Note [Independent kernels as one loop]); 0 = one call each.") \
-  X(bool, views, true,                                                                       \
-    "The CPU executor lets products read slices of a buffer and write into a transpose's or concatenation's result in place of those copies (Note [Products into views]); 0 = copy.") \
-  X(bool, transpose_b, true,                                                                 \
-    "A product item whose B is stored transposed copies it to [K, N] first where oneDNN's AVX-512 sgemm is faster so: long and narrow, or small (Note [B transposed for oneDNN]); 0 = leave B as it is.") \
   X(bool, cache, true,                                                                       \
     "Use the on-disk cache of compiled artifacts (0 = neither read nor write it).")          \
   X(std::string, cache_dir, DefaultCacheDir(),                                               \
@@ -49,12 +45,6 @@ std::string DefaultCacheDir();
     "Time every kernel the cpu and compiled backends run; print the top kernels at exit.")   \
   X(std::string, trace, std::string(),                                                       \
     "When set, write a timeline of the run to this file at exit (Chrome trace JSON: open it in Perfetto or chrome://tracing): every kernel, pool chunk, executable run and sync() as a span on its thread.") \
-  X(std::string, blas, std::string("auto"),                                                   \
-    "BLAS for dot_general's large products: auto (MKL on Intel CPUs when it loads, else onednn when oneDNN loads, else OpenBLAS), mkl, onednn (oneDNN's sgemm for small and medium f32 products, OpenBLAS for the rest) or openblas.") \
-  X(std::string, mkl_library, std::string(),                                                 \
-    "Path of MKL's libmkl_rt.so.N; empty: the one CMake found at build time, else libmkl_rt on the loader's path.") \
-  X(std::string, dnnl_library, std::string(),                                                \
-    "Path of oneDNN's libdnnl.so.N; empty: libdnnl.so.3 or libdnnl.so.2 on the loader's path.") \
   X(int64_t, cpu_devices, int64_t{1},                                                        \
     "Virtual CPU devices in this process, each with its own thread; a module partitioned for N replicas runs on N of them (replica r = device r). With several processes, the devices of each (the run has processes x this many).") \
   X(int64_t, collective_timeout, int64_t{300},                                               \
@@ -76,7 +66,7 @@ struct FlagInfo {
   std::string help;
 };
 
-// All flags, in declaration order.
+// All flags: AXLE_FLAGS in declaration order, then the linked backends' tables.
 std::vector<FlagInfo> AllFlags();
 
 // A variable of the launcher that started this process (RANK, WORLD_SIZE, MASTER_ADDR,
@@ -86,5 +76,57 @@ std::optional<std::string> LauncherVariable(const std::string& name);
 
 // Forgets values read from the environment or set, so the next access reads AXLE_<NAME> again.
 void ResetForTesting();
+
+// The machinery AXLE_DEFINE_FLAGS expands to.
+namespace detail {
+std::string EnvName(std::string_view name);
+const char* ReadEnv(std::string_view name);  // the one getenv of AXLE_* variables
+bool ParseValue(std::string_view env, const std::string& s, bool*);
+int64_t ParseValue(std::string_view env, const std::string& s, int64_t*);
+double ParseValue(std::string_view env, const std::string& s, double*);
+std::string ParseValue(std::string_view env, const std::string& s, std::string*);
+std::string TypeString(bool);
+std::string TypeString(int64_t);
+std::string TypeString(double);
+std::string TypeString(const std::string&);
+std::string ValueString(bool v);
+std::string ValueString(int64_t v);
+std::string ValueString(double v);
+std::string ValueString(const std::string& v);
+
+// A flag's state: unset until first read.
+template <typename T>
+struct Slot {
+  std::optional<T> value;
+  T Get(std::string_view name, const T& def) {
+    if (!value) {
+      const char* raw = ReadEnv(name);
+      value = raw ? ParseValue(EnvName(name), raw, static_cast<T*>(nullptr)) : def;
+    }
+    return *value;
+  }
+};
+
+// Adds a flag of another table to AllFlags and ResetForTesting (at static initialization).
+bool Register(FlagInfo info, void (*reset)());
+}  // namespace detail
+
+// In a header, inside namespace axle::flags: the accessors of TABLE's flags.
+#define AXLE_DECLARE_FLAGS(TABLE) TABLE(AXLE_FLAG_DECLARE_ONE)
+// In one .cc file, inside namespace axle::flags: their definitions, registered with AllFlags.
+#define AXLE_DEFINE_FLAGS(TABLE) TABLE(AXLE_FLAG_DEFINE_ONE)
+
+#define AXLE_FLAG_DECLARE_ONE(type, name, def, help) \
+  type name();                                       \
+  void set_##name(type value);
+#define AXLE_FLAG_DEFINE_ONE(type, name, def, help)                                                          \
+  namespace {                                                                                                \
+  detail::Slot<type> slot_##name;                                                                            \
+  [[maybe_unused]] const bool registered_##name = detail::Register(                                          \
+      {#name, detail::EnvName(#name), detail::TypeString(type{}), detail::ValueString(type(def)), help},      \
+      [] { slot_##name.value.reset(); });                                                                    \
+  }                                                                                                          \
+  type name() { return slot_##name.Get(#name, def); }                                                        \
+  void set_##name(type value) { slot_##name.value = std::move(value); }
 
 }  // namespace axle::flags

@@ -94,9 +94,9 @@ class Backend {
   // Prepares `module` (verified by the caller; the backend may keep a copy) for execution.
   // Throws axle::Error when the module uses something the backend cannot run, naming the node.
   virtual std::unique_ptr<Executable> Compile(const ir::Module& module) = 0;
-  // One line on what the backend runs with, for a program's log (the CPU backends: which BLAS
+  // One line on what the backend runs with, for a program's log (the CPU backends: which library
   // runs products); empty when there is nothing to say. Throws axle::Error when what it needs
-  // cannot be loaded (AXLE_BLAS=mkl without MKL).
+  // cannot be loaded (a library the backend's flags ask for that is not installed).
   virtual std::string Describe() const { return ""; }
 };
 

@@ -3,8 +3,9 @@
 // ParallelFor splits [0, n) into a few contiguous chunks per thread, which the pool's workers and
 // the calling thread claim one at a time, and returns when all are done (Note [Pool chunks]).
 // Loops under `min_parallel` iterations run inline on the caller. The pool has hardware_concurrency() threads in all (the
-// caller counts as one). BLAS runs single-threaded inside ParallelFor bodies: the pool, not
-// OpenBLAS's own threads, parallelizes products (backends/cpu/dot.cc, Note [BLAS threads]).
+// caller counts as one). A backend's library calls run single-threaded inside ParallelFor
+// bodies: the pool, not the library's own threads, parallelizes them (the CPU backend's products:
+// Note [BLAS threads]).
 //
 // Note [Pool spinning]: a step is hundreds of kernels back to back, with short serial stretches
 // between parallel ones (small kernels run inline, buffers are set up). A worker that sleeps on the

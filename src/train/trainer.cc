@@ -388,7 +388,8 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
                      "{}, {} steps, backend {}\n",
                      config.ToString(), model->num_parameters() / 1e6, data.tokens.size(),
                      data.source, o.batch, o.seq, o.steps, backend());
-  // The CPU backends name their BLAS (Note [Which BLAS]); AXLE_BLAS=mkl without MKL fails here.
+  // The backend's own line (the CPU backends: which library runs products); a library its flags
+  // ask for that is not installed fails here.
   if (const std::string d = runtime::GetBackend(backend()).Describe(); !d.empty()) out << d << "\n";
   out << fmt::format("malloc: {}\n", Allocator());
   if (mesh)

@@ -12,7 +12,7 @@
 #include "backends/cpu/compiled_backend.h"
 #include "backends/cpu/executor.h"
 #include "backends/registry.h"
-#include "core/flags.h"
+#include "backends/cpu/cpu_flags.h"
 #include "ir/parser.h"
 #include "runtime/thread_pool.h"
 #include "runtime_test_util.h"

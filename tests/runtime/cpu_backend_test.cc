@@ -22,7 +22,7 @@
 #include "backends/cpu/blas.h"
 #include "backends/cpu/kernels.h"
 #include "backends/registry.h"
-#include "core/flags.h"
+#include "backends/cpu/cpu_flags.h"
 #include "ir/builder.h"
 #include "ir/interpreter.h"
 #include "runtime_test_util.h"
@@ -41,6 +41,29 @@ using ir::Value;
 using testutil::RandomLiteral;
 
 TensorType F32(Shape s) { return TensorType(DType::kF32, std::move(s)); }
+
+// The CPU backend's flags are its own table (backends/cpu/cpu_flags.h) in the one registry:
+// `axle flags` lists them, the environment sets them, ResetForTesting forgets them.
+TEST(CpuFlagsTest, TheBackendsFlagsShareTheRegistry) {
+  bool listed = false;
+  for (const flags::FlagInfo& f : flags::AllFlags())
+    if (f.env == "AXLE_VIEWS") {
+      listed = true;
+      EXPECT_EQ(f.type, "bool");
+      EXPECT_EQ(f.default_value, "true");
+      EXPECT_NE(f.help.find("Products into views"), std::string::npos) << f.help;
+    }
+  EXPECT_TRUE(listed);
+  ::setenv("AXLE_VIEWS", "0", 1);
+  flags::ResetForTesting();
+  EXPECT_FALSE(flags::views());
+  ::setenv("AXLE_VIEWS", "maybe", 1);
+  flags::ResetForTesting();
+  EXPECT_THROW(flags::views(), Error);
+  ::unsetenv("AXLE_VIEWS");
+  flags::ResetForTesting();
+  EXPECT_TRUE(flags::views());
+}
 
 TEST(BackendRegistryTest, NamesAndUnknown) {
   EXPECT_EQ(BackendNames(), (std::vector<std::string>{"compiled", "cpu", "interpreter"}));

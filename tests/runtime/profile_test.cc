@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "backends/cpu/compiled_backend.h"
-#include "core/flags.h"
+#include "backends/cpu/cpu_flags.h"
 #include "ir/parser.h"
 #include "runtime/backend.h"
 #include "runtime/thread_pool.h"

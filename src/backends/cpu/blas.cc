@@ -94,7 +94,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/flags.h"
+#include "backends/cpu/cpu_flags.h"
 
 namespace axle::runtime::cpu {
 namespace {

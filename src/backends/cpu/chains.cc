@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "backends/cpu/executor_internal.h"
-#include "core/flags.h"
+#include "backends/cpu/cpu_flags.h"
 #include "ir/interpreter.h"
 #include "runtime/profile.h"
 #include "runtime/thread_pool.h"

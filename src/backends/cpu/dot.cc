@@ -24,7 +24,7 @@
 
 #include "backends/cpu/blas.h"
 #include "backends/cpu/kernels.h"
-#include "core/flags.h"
+#include "backends/cpu/cpu_flags.h"
 #include "ir/shape_inference.h"
 #include "runtime/thread_pool.h"
 

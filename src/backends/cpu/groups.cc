@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "backends/cpu/executor_internal.h"
-#include "core/flags.h"
+#include "backends/cpu/cpu_flags.h"
 #include "runtime/profile.h"
 #include "runtime/thread_pool.h"
 

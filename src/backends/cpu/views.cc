@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "backends/cpu/executor_internal.h"
-#include "core/flags.h"
+#include "backends/cpu/cpu_flags.h"
 
 namespace axle::runtime::internal {
 
