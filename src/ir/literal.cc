@@ -71,7 +71,18 @@ Literal::Literal(TensorType type) : Literal(std::move(type), NoInit{}) {
 Literal::Literal(TensorType type, NoInit) : type_(std::move(type)) {
   auto n = CheckedNumElements(type_.shape.dims());
   if (!n || *n > INT64_MAX / 8) Fail("invalid tensor type {}", type_.ToString());
-  bytes_.resize(static_cast<size_t>(*n * DTypeSize(type_.dtype)));
+  bytes_.Allocate(static_cast<size_t>(*n * DTypeSize(type_.dtype)));
+}
+
+Literal Literal::Borrowing(TensorType type, uint8_t* data) {
+  Literal lit;
+  auto n = CheckedNumElements(type.shape.dims());
+  if (!n || *n > INT64_MAX / 8) Fail("invalid tensor type {}", type.ToString());
+  AXLE_CHECK(reinterpret_cast<uintptr_t>(data) % 64 == 0, "Literal::Borrowing: {} at an unaligned address",
+             type.ToString());
+  lit.type_ = std::move(type);
+  lit.bytes_.Borrow(data, static_cast<size_t>(*n * DTypeSize(lit.type_.dtype)));
+  return lit;
 }
 
 Literal Literal::Uninitialized(TensorType type) { return Literal(std::move(type), NoInit{}); }

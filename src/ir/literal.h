@@ -32,20 +32,75 @@ void* AllocateAligned64(size_t bytes);
 void FreeAligned64(void* p) noexcept;
 }  // namespace detail
 
-template <typename T>
-struct LiteralAllocator {
-  using value_type = T;
-  LiteralAllocator() = default;
-  template <typename U>
-  LiteralAllocator(const LiteralAllocator<U>&) noexcept {}
-  T* allocate(size_t n) { return static_cast<T*>(detail::AllocateAligned64(n * sizeof(T))); }
-  void deallocate(T* p, size_t) noexcept { detail::FreeAligned64(p); }
-  template <typename U>
-  void construct(U* p) noexcept { ::new (static_cast<void*>(p)) U; }  // default-init: no zeroing
-  template <typename U, typename... A>
-  void construct(U* p, A&&... a) { ::new (static_cast<void*>(p)) U(std::forward<A>(a)...); }
-  template <typename U>
-  bool operator==(const LiteralAllocator<U>&) const noexcept { return true; }
+// A literal's bytes: its own 64-byte aligned block, or (Note [Literals over an arena]) a range of
+// memory it borrows. Copies always own theirs.
+class LiteralBytes {
+ public:
+  LiteralBytes() = default;
+  LiteralBytes(const LiteralBytes& o) { CopyFrom(o); }
+  LiteralBytes(LiteralBytes&& o) noexcept { Take(o); }
+  LiteralBytes& operator=(const LiteralBytes& o) {
+    if (this != &o) {
+      Reset();
+      CopyFrom(o);
+    }
+    return *this;
+  }
+  LiteralBytes& operator=(LiteralBytes&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      Take(o);
+    }
+    return *this;
+  }
+  ~LiteralBytes() { Reset(); }
+
+  // `n` uninitialized bytes of its own.
+  void Allocate(size_t n) {
+    Reset();
+    if (n == 0) return;
+    data_ = static_cast<uint8_t*>(AllocateAligned64(n));
+    size_ = n;
+    owned_ = true;
+  }
+  // `n` bytes at `p`, which outlive this (and every literal that borrows them).
+  void Borrow(uint8_t* p, size_t n) {
+    Reset();
+    data_ = n == 0 ? nullptr : p;
+    size_ = n;
+  }
+  uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  bool borrowed() const { return size_ > 0 && !owned_; }
+  bool operator==(const LiteralBytes& o) const {
+    return size_ == o.size_ && (size_ == 0 || std::memcmp(data_, o.data_, size_) == 0);
+  }
+
+ private:
+  static void* AllocateAligned64(size_t n) { return detail::AllocateAligned64(n); }
+  void Reset() noexcept {
+    if (owned_) detail::FreeAligned64(data_);
+    data_ = nullptr;
+    size_ = 0;
+    owned_ = false;
+  }
+  void CopyFrom(const LiteralBytes& o) {
+    Allocate(o.size_);
+    if (size_ > 0) std::memcpy(data_, o.data_, size_);
+  }
+  void Take(LiteralBytes& o) noexcept {
+    data_ = o.data_;
+    size_ = o.size_;
+    owned_ = o.owned_;
+    o.data_ = nullptr;
+    o.size_ = 0;
+    o.owned_ = false;
+  }
+
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  bool owned_ = false;
 };
 
 class Literal {
@@ -57,6 +112,11 @@ class Literal {
   // A literal of `type` whose bytes are not initialized: for kernel outputs that write every
   // element (the executors' allocations).
   static Literal Uninitialized(TensorType type);
+  // Note [Literals over an arena]: a literal of `type` whose elements are the type's byte size at
+  // `data` (64-byte aligned), which it does not own: the memory must outlive it and every use.
+  // Copying it copies the elements into storage of the copy's own.
+  static Literal Borrowing(TensorType type, uint8_t* data);
+  bool borrows() const { return bytes_.borrowed(); }
 
   // Makes a literal from host values of the storage type (uint16_t for bf16/f16).
   template <typename T>
@@ -80,8 +140,8 @@ class Literal {
   int64_t NumElements() const { return type_.NumElements(); }
 
   // Raw element storage.
-  std::span<const uint8_t> bytes() const { return bytes_; }
-  std::span<uint8_t> mutable_bytes() { return bytes_; }
+  std::span<const uint8_t> bytes() const { return {bytes_.data(), bytes_.size()}; }
+  std::span<uint8_t> mutable_bytes() { return {bytes_.data(), bytes_.size()}; }
   template <typename T>
   const T* data() const { return reinterpret_cast<const T*>(bytes_.data()); }
   template <typename T>
@@ -118,7 +178,7 @@ class Literal {
   Literal(TensorType type, NoInit);
 
   TensorType type_;
-  std::vector<uint8_t, LiteralAllocator<uint8_t>> bytes_;
+  LiteralBytes bytes_;
 };
 
 // The storage bits of element i, zero-extended (e.g. 0x3f80 for a bf16 1.0), and the inverse.

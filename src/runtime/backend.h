@@ -11,8 +11,8 @@
 //
 // Buffers. On the CPU a device buffer is a host ir::Literal held by a shared_ptr. An argument
 // whose shared_ptr is the only reference (use_count() == 1) is *donated*: the executable may
-// reuse its storage for a result of the same type (a parameter updated in place by the
-// optimizer costs no copy). Arguments shared with anyone else are read only.
+// write a result of the same size over it (a parameter updated in place by the optimizer costs
+// no copy). Arguments shared with anyone else are read only.
 #pragma once
 #include <memory>
 #include <string>
@@ -40,9 +40,9 @@ struct DeviceContext {
 struct ExecuteStats {
   int64_t kernels_run = 0;      // kernel launches (one per non-trivial node on the CPU executor)
   int64_t donated_reused = 0;   // results written into a donated argument's storage
-  int64_t peak_bytes = 0;       // peak bytes of live intermediate buffers
+  int64_t peak_bytes = 0;       // peak bytes of live values (arguments, intermediates, results)
   int64_t fallback_kernels = 0; // of kernels_run, those run by the reference interpreter's kernel
-  int64_t new_buffers = 0;      // intermediates and results in memory allocated by this run
+  int64_t new_buffers = 0;      // allocations by this run (results, and an arena not kept from the last)
   // A backend's own counters are its own: the CPU schedule's are runtime::CpuScheduleStats
   // (backends/cpu/executor.h).
 };
@@ -69,6 +69,9 @@ class Executable {
   // The plan the executable runs, as text (`axle compile --emit=schedule`); empty for a backend
   // that has none.
   virtual std::string DescribeSchedule() const { return {}; }
+  // Where its values live (`axle compile --emit=buffers`: Note [Buffer assignment]); empty for a
+  // backend that plans none.
+  virtual std::string DescribeBuffers() const { return {}; }
   // Runs the step as device `device.device` of a replicated step: collectives go through
   // `device.comm`, replica_id returns the device id. Unlike Execute, it may run concurrently on
   // several threads (one per device) of one executable; its counters go to `*stats` (when not

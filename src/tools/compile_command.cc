@@ -1,7 +1,7 @@
-// axle compile FILE.axir [--emit=all|pipeline|ir|kernels|cpp|schedule] [--target=SPEC] [--exact-math]
+// axle compile FILE.axir [--emit=all|pipeline|ir|kernels|cpp|schedule|buffers] [--target=SPEC] [--exact-math]
 // Shows what the compiled backend makes of a module, stage by stage, without running it: the
 // pipeline it runs, the IR after that pipeline, the kernels fusion partitions it into, the
-// generated C++ translation unit, and the schedule its executor runs (what
+// generated C++ translation unit, the schedule its executor runs and where each value lives (what
 // jax.jit(f).lower(...).compile().as_text() shows a JAX user). It goes through the backend's own
 // code (runtime::DescribeCompiledStages), minus the native compile, so it shows exactly what the
 // backend would run for that target.
@@ -25,10 +25,10 @@ void AddCompileCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRu
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
-      "compile", "Show the pipeline, optimized IR, fused kernels, generated C++ and schedule of an .axir module");
+      "compile", "Show the pipeline, optimized IR, fused kernels, generated C++, schedule and buffers of an .axir module");
   cmd->add_option("file", opts->file, "the .axir file ('-' for standard input)")->required();
   cmd->add_option("--emit", opts->emit, "what to print")
-      ->check(CLI::IsMember({"all", "pipeline", "ir", "kernels", "cpp", "schedule", "target"}));
+      ->check(CLI::IsMember({"all", "pipeline", "ir", "kernels", "cpp", "schedule", "buffers", "target"}));
   cmd->add_option("--target", opts->target,
                   "the machine to compile for: host (default), cpu-<N>t or cpu-<isa>-<N>t (isa: scalar, avx2, "
                   "avx512, avx512bf16)");
@@ -67,6 +67,10 @@ void AddCompileCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRu
     if (all || opts->emit == "schedule") {
       section("schedule (the executor's steps, in order, with the plan's decisions)");
       std::fputs(stages.schedule.c_str(), stdout);
+    }
+    if (all || opts->emit == "buffers") {
+      section("buffers (each value's storage and life: Note [Buffer assignment])");
+      std::fputs(stages.buffers.c_str(), stdout);
     }
   });
 }

@@ -128,6 +128,11 @@ std::vector<BufferPtr> RunPlanned(const ir::Module& m, const std::vector<ir::Lit
   flags::set_groups(before.groups);
   std::vector<BufferPtr> got = exe->Execute(testutil::Buffers(args));
   *stats = LastStats(*exe);
+  // Note [Buffer assignment]: whatever ran side by side, the plan is legal and the executor's
+  // count of live bytes is the plan's.
+  const PlannedBuffers planned = BuffersOf(*exe);
+  EXPECT_EQ(passes::CheckBufferPlan(*planned.problem, *planned.plan), "") << m.name();
+  EXPECT_EQ(stats->peak_bytes, planned.plan->peak_live_bytes) << m.name();
   return got;
 }
 
@@ -616,9 +621,9 @@ TEST(CompiledExecutorTest, FollowersOfRandomChainsKeepTheirValues) {
   }
 }
 
-// Note [Buffers kept between runs] (backends/cpu/executor.cc): from the second run on, the intermediates a
-// run freed seed the next run's free list, so the third run allocates fewer buffers; the results
-// handed out earlier are never among them (still the same values after later runs).
+// Note [Buffers kept between runs] (backends/cpu/executor.cc): from the second run on, a run's
+// arena is kept for the next, so the third run allocates its results' buffers alone; the results
+// handed out earlier are never in the arena (still the same values after later runs).
 TEST(CompiledExecutorTest, IntermediatesAreKeptForTheNextRun) {
   constexpr const char* kChain = R"(module @chain {
   func @main {
@@ -648,8 +653,15 @@ TEST(CompiledExecutorTest, IntermediatesAreKeptForTheNextRun) {
       runs.push_back(exe->Execute(std::move(in)));
       fresh.push_back(LastStats(*exe).new_buffers);
     }
-    EXPECT_GT(fresh[0], 2) << what;
-    EXPECT_LT(fresh[2], fresh[0]) << what;
+    const passes::BufferPlan& plan = *BuffersOf(*exe).plan;
+    std::set<int> own;
+    for (const passes::BufferPlan::Value& v : plan.values)
+      if (v.storage == passes::BufferPlan::Storage::kOwn) own.insert(v.buffer);
+    EXPECT_EQ(own.size(), 2u) << what << "\n" << exe->DescribeBuffers();  // %e and %r
+    EXPECT_GT(plan.arena_bytes, 0) << what;
+    EXPECT_EQ(fresh[0], 3) << what;  // the results and the arena
+    EXPECT_EQ(fresh[1], 3) << what;  // the arena is kept from the second run on
+    EXPECT_EQ(fresh[2], 2) << what;
     // The products go through BLAS: close to the interpreter, and every run bitwise the first.
     ASSERT_EQ(runs[0].size(), want.size()) << what;
     for (size_t k = 0; k < want.size(); ++k)

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "backends/cpu/executor.h"
 #include "backends/cpu/kernels.h"
 #include "backends/registry.h"
 #include "ir/builder.h"
@@ -48,6 +49,12 @@ void Compare(uint64_t seed, const testing::RandomModuleOptions& opts, bool exact
     return;
   }
   got = exe->Execute(Buffers(args));
+  // Note [Buffer assignment]: the plan is legal, and the executor's count of live bytes is the
+  // plan's.
+  const PlannedBuffers planned = BuffersOf(*exe);
+  ASSERT_NE(planned.plan, nullptr);
+  ASSERT_EQ(passes::CheckBufferPlan(*planned.problem, *planned.plan), "") << "seed " << seed;
+  EXPECT_EQ(exe->last_stats().peak_bytes, planned.plan->peak_live_bytes) << "seed " << seed << "\n" << Program(*m);
   ASSERT_EQ(got.size(), want.size()) << "seed " << seed;
   for (size_t i = 0; i < want.size(); ++i) {
     if (exact) {

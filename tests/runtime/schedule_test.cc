@@ -8,8 +8,10 @@
 //   // T16-NOT: pair with
 //
 // The runner prints the schedule the compiled backend's executor runs for each target (as
-// `axle compile --emit=schedule --target=...` does) and FileChecks it. The targets are values,
-// not this machine: the tests read the same on any core count and never skip. Reproduce one with
+// `axle compile --emit=schedule --target=...` does) and FileChecks it; a RUN line that starts
+// with `--emit=buffers` checks the buffer plan instead (Note [Buffer assignment]). The targets
+// are values, not this machine: the tests read the same on any core count and never skip.
+// Reproduce one with
 //   build/axle compile --emit=schedule --target=cpu-16t tests/runtime/schedules/FILE.axir
 #include <gtest/gtest.h>
 
@@ -40,17 +42,18 @@ class ScheduleTextTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ScheduleTextTest, MatchesChecks) {
   const std::string text = ReadFile(GetParam());
-  const std::regex run(R"(// RUN: --target=(\S+) --check-prefix=(\S+))");
+  const std::regex run(R"(// RUN: (--emit=buffers )?--target=(\S+) --check-prefix=(\S+))");
   int runs = 0;
   for (std::sregex_iterator it(text.begin(), text.end(), run), end; it != end; ++it, ++runs) {
-    const std::string target = (*it)[1], prefix = (*it)[2];
+    const bool buffers = (*it)[1].matched;
+    const std::string target = (*it)[2], prefix = (*it)[3];
     auto m = ir::ParseModule(text, GetParam());
-    const std::string schedule =
-        DescribeCompiledStages(*m, passes::Target::Parse(target), /*fast_math=*/true).schedule;
-    const testing::FileCheckResult r = testing::FileCheck(schedule, text, prefix);
-    EXPECT_TRUE(r.ok) << GetParam() << " for " << target << ":\n" << r.message << "\n--- schedule:\n" << schedule;
+    const CompiledStages stages = DescribeCompiledStages(*m, passes::Target::Parse(target), /*fast_math=*/true);
+    const std::string& out = buffers ? stages.buffers : stages.schedule;
+    const testing::FileCheckResult r = testing::FileCheck(out, text, prefix);
+    EXPECT_TRUE(r.ok) << GetParam() << " for " << target << ":\n" << r.message << "\n--- output:\n" << out;
   }
-  EXPECT_GT(runs, 0) << GetParam() << ": no '// RUN: --target=SPEC --check-prefix=P' line";
+  EXPECT_GT(runs, 0) << GetParam() << ": no '// RUN: [--emit=buffers] --target=SPEC --check-prefix=P' line";
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, ScheduleTextTest, ::testing::ValuesIn(testing::TextTestFiles(kDir, false)),
@@ -90,15 +93,17 @@ TEST(ScheduleTest, PlanningNeverReadsTheGlobalPool) {
   EXPECT_GT(ThreadPool::GlobalAccessesOnThisThread(), before);
 }
 
-// What `axle compile --emit=schedule` prints is the plan the backend's executable runs (the
-// module has pairs, chains and groups).
+// What `axle compile --emit=schedule` (and `--emit=buffers`) prints is the plan the backend's
+// executable runs (the module has pairs, chains and groups).
 TEST(ScheduleTest, TheDescribedScheduleIsTheExecutablesOwn) {
   const std::string file = kDir + "/pairs_and_chains.axir";
   auto m = ir::ParseModule(ReadFile(file), file);
   for (const char* t : {"cpu-2t", "cpu-8t", "cpu-16t"}) {
     const passes::Target target = passes::Target::Parse(t);
     auto exe = NewCompiledBackend(nullptr, target)->Compile(*m);
-    EXPECT_EQ(exe->DescribeSchedule(), DescribeCompiledStages(*m, target, true).schedule) << t;
+    const CompiledStages stages = DescribeCompiledStages(*m, target, true);
+    EXPECT_EQ(exe->DescribeSchedule(), stages.schedule) << t;
+    EXPECT_EQ(exe->DescribeBuffers(), stages.buffers) << t;
   }
 }
 

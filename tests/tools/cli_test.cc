@@ -64,6 +64,8 @@ TEST_F(CliTest, CompileShowsIrKernelsAndCpp) {
   EXPECT_NE(all.output.find("fast-math: split-reductions, scatter-accumulate, dce"), std::string::npos);
   EXPECT_NE(all.output.find("// ---- schedule (the executor's steps"), std::string::npos);
   EXPECT_NE(all.output.find("schedule @layer_norm_backward for cpu-"), std::string::npos);
+  EXPECT_NE(all.output.find("// ---- buffers (each value's storage"), std::string::npos);
+  EXPECT_NE(all.output.find("buffers @layer_norm_backward for cpu-"), std::string::npos);
   EXPECT_NE(all.output.find("12 kernels: reduce[4], fused{broadcast_in_dim,div}[4]"), std::string::npos) << all.output;
   EXPECT_NE(all.output.find("extern \"C\" void k11("), std::string::npos);
   RunResult kernels = RunAxle("compile --emit=kernels " + file);
@@ -71,7 +73,7 @@ TEST_F(CliTest, CompileShowsIrKernelsAndCpp) {
   EXPECT_EQ(kernels.output.rfind("12 kernels:", 0), 0u) << kernels.output;
   RunResult bad = RunAxle("compile --emit=asm " + file);
   EXPECT_EQ(bad.status, 1);
-  EXPECT_NE(bad.output.find("--emit: asm not in {all,pipeline,ir,kernels,cpp,schedule,target}"), std::string::npos)
+  EXPECT_NE(bad.output.find("--emit: asm not in {all,pipeline,ir,kernels,cpp,schedule,buffers,target}"), std::string::npos)
       << bad.output;
   // Another machine's schedule, and the pipeline without fast math.
   RunResult sixteen = RunAxle("compile --emit=schedule --target=cpu-avx512-16t " + file);

@@ -238,7 +238,7 @@ void CpuExecutable::RunChain(RunState& rs, const Step* chain, std::vector<SlotSt
       const Step& st = chain[i];
       Member& mi = m[static_cast<size_t>(i)];
       if (st.kind == Step::kGenerated) {
-        mi.bound = BindGenerated(rs, st, slots, /*in_place=*/false, mi.call);
+        mi.bound = BindGenerated(rs, st, slots, mi.call);  // never in place: other slices still read
         continue;
       }
       for (int s : st.operands) mi.ops.push_back(slots[static_cast<size_t>(s)].buf.get());
@@ -246,14 +246,9 @@ void CpuExecutable::RunChain(RunState& rs, const Step* chain, std::vector<SlotSt
         mi.out = &ViewedProductOut(rs, st, slots);
         continue;
       }
-      bool donated = false;
-      BufferPtr out = Allocate(rs, st.node->result()->type(), donated);
-      if (donated) ++rs.stats.donated_reused;
+      BufferPtr out = Planned(rs, st.results[0]);
       mi.out = out.get();
-      SlotState& r = slots[static_cast<size_t>(st.results[0])];
-      r.buf = std::move(out);
-      r.writable = true;
-      r.donated = donated;
+      Bind(slots[static_cast<size_t>(st.results[0])], std::move(out), false);
     }
   } catch (const Error& e) {
     throw StepError(chain[0], e);

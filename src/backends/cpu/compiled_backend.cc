@@ -195,7 +195,10 @@ std::unique_ptr<Executable> CompileModule(const ir::Module& module, DiskCache* c
   }
   std::unique_ptr<Executable> exe = Assemble(std::move(lowered), std::move(lib), target);
   exe->set_compile_info(info);
-  if (!dump_base.empty()) std::ofstream(dump_base + ".schedule.txt", std::ios::binary) << exe->DescribeSchedule();
+  if (!dump_base.empty()) {
+    std::ofstream(dump_base + ".schedule.txt", std::ios::binary) << exe->DescribeSchedule();
+    std::ofstream(dump_base + ".buffers.txt", std::ios::binary) << exe->DescribeBuffers();
+  }
   return exe;
 }
 
@@ -235,7 +238,9 @@ CompiledStages DescribeCompiledStages(const ir::Module& module, const passes::Ta
   out.ir = ir::PrintModule(*lowered.module);
   out.kernels = codegen::DescribeKernels(lowered.kernels);
   out.cpp = lowered.emitted.source;
-  out.schedule = Assemble(std::move(lowered), nullptr, target)->DescribeSchedule();
+  const std::unique_ptr<Executable> exe = Assemble(std::move(lowered), nullptr, target);
+  out.schedule = exe->DescribeSchedule();
+  out.buffers = exe->DescribeBuffers();
   return out;
 }
 

@@ -22,10 +22,10 @@ std::unique_ptr<Backend> NewCompiledBackend(DiskCache* cache,
 
 // What the compiled backend makes of `module` for `target`, stage by stage, without compiling
 // native code (`axle compile`): the pipeline, the IR after it, the fused kernels, the generated
-// C++, and the schedule its executor runs (the same text a compiled executable's
-// DescribeSchedule() gives).
+// C++, the schedule its executor runs and where its values live (the same texts a compiled
+// executable's DescribeSchedule() and DescribeBuffers() give).
 struct CompiledStages {
-  std::string pipeline, ir, kernels, cpp, schedule;
+  std::string pipeline, ir, kernels, cpp, schedule, buffers;
 };
 CompiledStages DescribeCompiledStages(const ir::Module& module, const passes::Target& target, bool fast_math);
 

@@ -6,13 +6,26 @@
 // nodes in order (one kernel per non-trivial node; parameter and constant nodes only bind slots)
 // and returns the result buffers.
 //
-// Buffers. A dying buffer that nothing else references (an intermediate, or a donated argument:
-// a BufferPtr with use_count() == 1 on entry) goes to a per-Execute free list and is reused for
-// a later result of identical type (the intermediates of one run seed the next run's list: Note
-// [Buffers kept between runs]); an elementwise-style kernel may write its result straight
-// into a dying operand of the result's type (in place). Constants and shared arguments are never
-// written. last_stats(): kernels_run, donated_reused (results written into a donated argument's
-// storage, in place or recycled), peak_bytes (peak of the live bytes of node results).
+// Buffers (Note [Buffer assignment], passes/buffer_assignment.h). Once the steps are ordered and
+// grouped, the plan's steps become a buffer problem and the compiler's buffer assignment decides
+// where every value lives: each intermediate at a static offset of one arena, a function result
+// in a buffer of its own, and which results are written in place over a dying operand. Execute
+// binds slots as the plan says; the only decision left to run time is donation: a result the
+// plan lets take an argument's storage does so when the caller gave that argument up (a
+// BufferPtr with use_count() == 1 on entry), else it uses its own planned storage. Constants and
+// shared arguments are never written. last_stats(): kernels_run, donated_reused (results written
+// into a donated argument's storage), peak_bytes (peak of the live bytes of kernel results, the
+// plan's peak_live_bytes), new_buffers (allocations: results, and an arena not kept from the
+// last run).
+//
+// Note [Literals over an arena]
+// The arena is one aligned block; a value of it is a Literal that borrows its range
+// (Literal::Borrowing), made once per arena, so binding a slot allocates nothing (the slot's
+// BufferPtr shares the arena's count). Such a slot is never "writable": a result written over it
+// in place takes the same offset by the plan, not the operand's Literal, so no Literal is ever
+// retyped; a result is never in the arena, so what Execute returns outlives the next run. A kernel
+// the interpreter runs instead (a fallback) returns a Literal of its own, which the slot then
+// holds: still correct, since the plan reserved the value's range anyway.
 //
 // Numerics. Every kernel but one is bitwise equal to the interpreter: elementwise f32 computes in
 // float with the same C library calls, f64 in double; reduce sum/max/min accumulate in double in
@@ -25,8 +38,8 @@
 // and so do dots with a non-finite operand element (BLAS kernels may skip zero entries, which
 // would drop the NaN of 0 * inf).
 //
-// Devices. Collective nodes are plan steps of their own: the result goes to a fresh or recycled
-// buffer through the communicator of the device context (collectives.h); replica_id returns the
+// Devices. Collective nodes are plan steps of their own: the result goes to its planned storage
+// through the communicator of the device context (collectives.h); replica_id returns the
 // device id. ExecuteOnDevice keeps its state on the stack, so several devices run one executable
 // at once; Execute runs a one-replica module with a one-device communicator (devices.h).
 //
@@ -133,6 +146,7 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
       const int s = static_cast<int>(slot_bytes_.size());
       slot[v] = s;
       slot_bytes_.push_back(v->type().ByteSize());
+      slot_types_.push_back(v->type());
       last_use.push_back(index);
       st.results.push_back(s);
     }
@@ -208,6 +222,95 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
   }
   MarkBesidePairs(steps_);
   MarkGroups(steps_);
+  std::vector<bool> is_param(slot_bytes_.size(), false), is_constant(slot_bytes_.size(), false);
+  for (size_t p = 0; p < steps_.size(); ++p) {
+    steps_[p].index = p;
+    for (int s : steps_[p].results) {
+      is_param[static_cast<size_t>(s)] = steps_[p].kind == Step::kParameter;
+      is_constant[static_cast<size_t>(s)] = steps_[p].kind == Step::kConstant;
+    }
+  }
+  AssignBuffers(is_param, is_constant);
+}
+
+// Note [Buffer assignment]: the executor's steps, in the order it runs them, as the compiler's
+// buffer problem. A pair (with its fillers and followers), a chain and a group are regions: their
+// steps run at once. In place: a hand kernel that may write over an operand of its result's type
+// (one operand only, not repeated, when the kernel names it), and a generated kernel over an
+// input it reads only at the loop index, of its output's dtype and element count, unless the
+// step runs beside a pair's products or in a chain (which may still read that input), or a
+// group's other kernels read it (Step::Group::shared).
+void CpuExecutable::AssignBuffers(const std::vector<bool>& is_param, const std::vector<bool>& is_constant) {
+  using PV = passes::BufferProblem::Value;
+  passes::BufferProblem& pb = buffer_problem_;
+  pb.title = fmt::format("@{} for {}", module_->name(), target_.ToString());
+  pb.values.resize(slot_bytes_.size());
+  for (size_t s = 0; s < slot_bytes_.size(); ++s) {
+    PV& v = pb.values[s];
+    v.bytes = slot_bytes_[s];
+    v.kind = is_result_[s] ? PV::kResult : is_param[s] ? PV::kArgument : is_constant[s] ? PV::kConstant : PV::kTemp;
+    v.name = fmt::format("s{}", s);
+  }
+  std::vector<bool> no_in_place(steps_.size(), false);  // beside a pair's products, or in a chain
+  for (size_t p = 0; p < steps_.size(); ++p) {
+    const Step& st = steps_[p];
+    const int region = st.pair.next ? 2 + st.pair.fillers + st.pair.followers : std::max(st.chain.steps, st.group.steps);
+    if (st.pair.next || st.chain.steps > 0)
+      for (size_t q = p; q < p + static_cast<size_t>(region) && q < steps_.size(); ++q) no_in_place[q] = true;
+  }
+  std::vector<const std::vector<int>*> shared(steps_.size(), nullptr);
+  for (size_t p = 0; p < steps_.size(); ++p)
+    for (int i = 0; i < steps_[p].group.steps; ++i) shared[p + static_cast<size_t>(i)] = &steps_[p].group.shared;
+  pb.steps.resize(steps_.size());
+  for (size_t p = 0; p < steps_.size(); ++p) {
+    const Step& st = steps_[p];
+    passes::BufferProblem::Step& ps = pb.steps[p];
+    ps.operands = st.operands;
+    ps.results = st.results;
+    ps.forward = st.kind == Step::kForward;
+    ps.binds = st.kind == Step::kParameter || st.kind == Step::kConstant;
+    ps.region = st.pair.next ? 2 + st.pair.fillers + st.pair.followers : std::max({1, st.chain.steps, st.group.steps});
+    // Names for the plan's text: the values' own, else their slot numbers.
+    std::vector<const Value*> named;
+    if (st.kind == Step::kGenerated) named = st.generated->outputs;
+    else if (st.into == nullptr) named.assign(st.node->results().begin(), st.node->results().end());
+    for (size_t r = 0; r < named.size() && r < st.results.size(); ++r)
+      if (!named[r]->name().empty() && pb.values[static_cast<size_t>(st.results[r])].name[0] == 's')
+        pb.values[static_cast<size_t>(st.results[r])].name = "%" + std::string(named[r]->name());
+    if (st.into != nullptr && !st.into->name().empty()) pb.values[static_cast<size_t>(st.results[0])].name = "%" + std::string(st.into->name());
+    if (no_in_place[p]) continue;
+    auto is_shared = [&](int s) {
+      return shared[p] != nullptr && std::find(shared[p]->begin(), shared[p]->end(), s) != shared[p]->end();
+    };
+    if (st.kind == Step::kGenerated) {
+      const GeneratedKernel& g = *st.generated;
+      ps.in_place.resize(st.results.size());
+      for (size_t r = 0; r < st.results.size(); ++r)
+        for (size_t j = 0; j < st.operands.size(); ++j) {
+          const ir::TensorType &in = slot_types_[static_cast<size_t>(st.operands[j])], &out = g.outputs[r]->type();
+          if (g.input_at_index[j] && in.dtype == out.dtype && in.NumElements() == out.NumElements() && !is_shared(st.operands[j]))
+            ps.in_place[r].push_back(static_cast<int>(j));
+        }
+    } else if (st.kind == Step::kKernel && st.kernel.fn && st.kernel.in_place && st.views.plain() && st.results.size() == 1) {
+      ps.in_place.resize(1);
+      for (size_t j = 0; j < st.operands.size(); ++j) {
+        const int s = st.operands[j];
+        // Only the operand the kernel names, and not one that is also another operand
+        // (scatter_add(x, i, x) must not write its updates while reading them).
+        if (st.kernel.in_place_operand >= 0 &&
+            (static_cast<int>(j) != st.kernel.in_place_operand || std::count(st.operands.begin(), st.operands.end(), s) != 1))
+          continue;
+        if (slot_types_[static_cast<size_t>(s)] == st.node->result()->type() && !is_shared(s))
+          ps.in_place[0].push_back(static_cast<int>(j));
+      }
+    }
+  }
+  buffer_plan_ = passes::AssignBuffers(pb);
+  arena_view_.assign(slot_bytes_.size(), -1);
+  int views = 0;
+  for (size_t s = 0; s < slot_bytes_.size(); ++s)
+    if (buffer_plan_.values[s].storage == passes::BufferPlan::Storage::kArena && buffer_plan_.values[s].buffer >= 0)
+      arena_view_[s] = views++;
 }
 
 void CpuExecutable::CheckArguments(const std::vector<BufferPtr>& args) const {
@@ -228,7 +331,6 @@ void CpuExecutable::Release(RunState& rs, std::vector<SlotState>& slots, int s) 
   SlotState& st = slots[static_cast<size_t>(s)];
   if (!st.buf) return;
   if (st.counted) rs.live_bytes -= slot_bytes_[static_cast<size_t>(s)];
-  if (st.writable && st.buf.use_count() == 1) rs.free.push_back({std::move(st.buf), st.donated});
   st = SlotState{};
 }
 
@@ -274,13 +376,7 @@ void CpuExecutable::Timed(const Step& st, std::chrono::steady_clock::time_point 
 
 Literal& CpuExecutable::ViewedProductOut(RunState& rs, const Step& st, std::vector<SlotState>& slots) {
   SlotState& r = slots[static_cast<size_t>(st.results[0])];
-  if (!r.buf) {
-    bool donated = false;
-    r.buf = Allocate(rs, st.into ? st.into->type() : st.node->result()->type(), donated);
-    r.writable = true;
-    r.donated = donated;
-    if (donated) ++rs.stats.donated_reused;
-  }
+  if (!r.buf) Bind(r, Planned(rs, st.results[0]), false);
   return *r.buf;
 }
 
@@ -288,71 +384,64 @@ Error CpuExecutable::StepError(const Step& st, const Error& e) const {
   return Error(st.node->loc(), fmt::format("@{}: {}: {}", f_->name(), DescribeNode(*st.node, st.pos), e.message()));
 }
 
-// A recycled buffer of the same size, the most recently freed first: it is the likeliest to be
-// in cache still (a GPT-2 small step touches ~20 MB, more than a Zen 2's 16 MB L3; the products'
-// C is cleared just before BLAS writes it, Note [Zeroing C ourselves]). Oldest first, as before,
-// was 1-4% slower in 8 of 10 interleaved pairs of 150-step runs there (34.9K against 35.6K
-// tokens/s, medians). Which buffer is reused changes no value.
-BufferPtr CpuExecutable::Allocate(RunState& rs, const ir::TensorType& type, bool& donated) {
-  const int64_t bytes = type.ByteSize();
-  for (size_t i = rs.free.size(); i-- > 0;) {
-    if (rs.free[i].buf->type().ByteSize() == bytes) {
-      BufferPtr b = std::move(rs.free[i].buf);
-      if (b->type() != type) b->Retype(type);
-      donated = rs.free[i].donated;
-      rs.free.erase(rs.free.begin() + static_cast<std::ptrdiff_t>(i));
-      return b;
-    }
-  }
-  donated = false;
+BufferPtr CpuExecutable::Planned(RunState& rs, int s) const {
+  const int view = arena_view_[static_cast<size_t>(s)];
+  if (view >= 0) return BufferPtr(rs.arena, &rs.arena->views[static_cast<size_t>(view)]);  // shares the arena's count
   ++rs.stats.new_buffers;
-  return std::make_shared<Literal>(Literal::Uninitialized(type));
+  return std::make_shared<Literal>(Literal::Uninitialized(slot_types_[static_cast<size_t>(s)]));
 }
 
-// A generated kernel: each output takes, in order of preference, the storage of a dying input
-// of its type that the kernel reads only at the loop index (in place: the loop reads element i
-// before it writes element i), a recycled buffer, or new memory.
-bool CpuExecutable::BindGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots, bool in_place,
-                                  GeneratedCall& call, const std::vector<int>* shared) {
+BufferPtr CpuExecutable::ResultStorage(RunState& rs, const Step& st, size_t r, std::vector<SlotState>& slots,
+                                       bool& donated, int* took) const {
+  const passes::BufferPlan::Take& take = buffer_plan_.takes[st.index][r];
+  if (took != nullptr) *took = -1;
+  donated = false;
+  if (take.operand >= 0) {
+    const SlotState& in = slots[static_cast<size_t>(st.operands[static_cast<size_t>(take.operand)])];
+    // Else a range of the arena (the plan put the result at the same offset), or an argument the
+    // caller did not donate: the result's own planned storage.
+    if (in.buf && in.writable && in.buf.use_count() == 1) {
+      donated = in.donated;
+      if (took != nullptr) *took = take.operand;
+      BufferPtr buf = in.buf;  // the operand's slot keeps its reference until released after the step
+      const ir::TensorType& type = slot_types_[static_cast<size_t>(st.results[r])];
+      if (buf->type() != type) buf->Retype(type);
+      return buf;
+    }
+  }
+  return Planned(rs, st.results[r]);
+}
+
+void CpuExecutable::Bind(SlotState& slot, BufferPtr buf, bool donated) {
+  slot.writable = !buf->borrows();
+  slot.donated = donated;
+  slot.buf = std::move(buf);
+}
+
+// A generated kernel: each output gets the storage the buffer plan gives it (in place of a dying
+// input, or its own range of the arena).
+bool CpuExecutable::BindGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots, GeneratedCall& call) {
   const GeneratedKernel& g = *st.generated;
   call.in.resize(st.operands.size());
   call.out.resize(st.results.size());
-  std::vector<bool> taken(st.operands.size(), false);
   bool aliased = false;
   for (size_t j = 0; j < st.operands.size(); ++j)
     call.in[j] = slots[static_cast<size_t>(st.operands[j])].buf->bytes().data();
   for (size_t r = 0; r < st.results.size(); ++r) {
-    const ir::TensorType& type = g.outputs[r]->type();
-    BufferPtr buf;
     bool donated = false;
-    for (size_t j = 0; j < st.operands.size() && !buf && in_place; ++j) {
-      const int s = st.operands[j];
-      SlotState& src = slots[static_cast<size_t>(s)];
-      if (taken[j] || !g.input_at_index[j] || !src.writable || src.buf.use_count() != 1 ||
-          src.buf->dtype() != type.dtype || src.buf->NumElements() != type.NumElements() ||
-          std::find(st.release.begin(), st.release.end(), s) == st.release.end() ||
-          (shared != nullptr && std::find(shared->begin(), shared->end(), s) != shared->end()))
-        continue;
-      taken[j] = true;
-      buf = src.buf;  // the input slot keeps its reference until released after the step
-      donated = src.donated;
-      aliased = true;
-    }
-    if (!buf) buf = Allocate(rs, type, donated);
+    BufferPtr buf = ResultStorage(rs, st, r, slots, donated);
     if (donated) ++rs.stats.donated_reused;
-    if (buf->type() != type) buf->Retype(type);
     call.out[r] = buf->mutable_bytes().data();
-    SlotState& res = slots[static_cast<size_t>(st.results[r])];
-    res.buf = std::move(buf);
-    res.writable = true;
-    res.donated = donated;
+    const int j = buffer_plan_.takes[st.index][r].operand;
+    aliased = aliased || (j >= 0 && call.out[r] == call.in[static_cast<size_t>(j)]);
+    Bind(slots[static_cast<size_t>(st.results[r])], std::move(buf), donated);
   }
   return !(g.is_copy && aliased);  // else the output is the input's storage already
 }
 
 void CpuExecutable::RunGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots) {
   GeneratedCall call;
-  if (!BindGenerated(rs, st, slots, /*in_place=*/true, call)) return;
+  if (!BindGenerated(rs, st, slots, call)) return;
   CallGenerated(*st.generated, call);
 }
 
@@ -403,19 +492,14 @@ void CpuExecutable::CallGeneratedInline(const GeneratedKernel& g, const Generate
   g.fn(call.in.data(), call.out.data(), 0, g.elements);
 }
 
-// A collective: the result goes to a fresh or recycled buffer (never an operand's storage: the
+// A collective: the result goes to its planned storage (never an operand's storage: the
 // group's peers read the operand while this device writes its result).
 void CpuExecutable::RunCollective(RunState& rs, const Step& st, std::vector<SlotState>& slots) {
   const Node& n = *st.node;
   const Literal& in = *slots[static_cast<size_t>(st.operands[0])].buf;
-  bool donated = false;
-  BufferPtr out = Allocate(rs, n.result()->type(), donated);
+  BufferPtr out = Planned(rs, st.results[0]);
   RunCollectiveNode(n, rs.device, in, *out);
-  if (donated) ++rs.stats.donated_reused;
-  SlotState& r = slots[static_cast<size_t>(st.results[0])];
-  r.buf = std::move(out);
-  r.writable = true;
-  r.donated = donated;
+  Bind(slots[static_cast<size_t>(st.results[0])], std::move(out), false);
 }
 
 std::vector<BufferPtr> CpuExecutable::Execute(std::vector<BufferPtr> args) {
@@ -458,11 +542,23 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
   bool keep = false;
   {
     std::lock_guard<std::mutex> lock(kept_mu_);  // Note [Buffers kept between runs]
-    rs.free = std::move(kept_);
-    kept_.clear();
-    KeptBytes().fetch_sub(kept_bytes_);
-    kept_bytes_ = 0;
+    if (!kept_.empty()) {
+      rs.arena = std::move(kept_.back());
+      kept_.pop_back();
+      const int64_t bytes = static_cast<int64_t>(rs.arena->memory.size());
+      KeptBytes().fetch_sub(bytes);
+      kept_bytes_ -= bytes;
+    }
     keep = ++runs_ >= 2;
+  }
+  if (!rs.arena) {  // Note [Literals over an arena]
+    rs.arena = std::make_shared<Arena>();
+    rs.arena->memory.Allocate(static_cast<size_t>(buffer_plan_.arena_bytes));
+    rs.arena->views.reserve(slot_bytes_.size());
+    for (size_t s = 0; s < slot_bytes_.size(); ++s)
+      if (arena_view_[s] >= 0)
+        rs.arena->views.push_back(Literal::Borrowing(slot_types_[s], rs.arena->memory.data() + buffer_plan_.values[s].offset));
+    if (buffer_plan_.arena_bytes > 0) ++rs.stats.new_buffers;
   }
   std::vector<SlotState> slots(slot_bytes_.size());
   rs.schedule.copies_folded = copies_folded_;
@@ -543,37 +639,12 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
             done = RunKernel(st, ops, ViewedProductOut(rs, st, slots));
             AXLE_CHECK(done, "a product with views has no fallback");
           } else if (st.kernel.fn) {  // single-result nodes only
-            const ir::TensorType& rtype = n.result()->type();
-            BufferPtr out;
             bool out_donated = false;
-            if (st.kernel.in_place) {
-              for (size_t j = 0; j < st.operands.size() && !out; ++j) {
-                const int s = st.operands[j];
-                if (st.kernel.in_place_operand >= 0) {
-                  // Only that operand, and only when the value is not also another operand
-                  // (scatter_add(x, i, x) must not write its updates while reading them).
-                  if (static_cast<int>(j) != st.kernel.in_place_operand ||
-                      std::count(st.operands.begin(), st.operands.end(), s) != 1)
-                    continue;
-                }
-                SlotState& in = slots[static_cast<size_t>(s)];
-                if (in.writable && in.buf.use_count() == 1 && in.buf->type() == rtype &&
-                    std::find(st.release.begin(), st.release.end(), s) != st.release.end()) {
-                  out = in.buf;  // slot keeps its reference until released below (use_count 2)
-                  out_donated = in.donated;
-                }
-              }
-            }
-            if (!out) out = Allocate(rs, rtype, out_donated);
+            BufferPtr out = ResultStorage(rs, st, 0, slots, out_donated);
             if (st.kernel.fn(n, ops, *out)) {
               if (out_donated) ++rs.stats.donated_reused;
-              SlotState& r = slots[static_cast<size_t>(st.results[0])];
-              r.buf = std::move(out);
-              r.writable = true;
-              r.donated = out_donated;
+              Bind(slots[static_cast<size_t>(st.results[0])], std::move(out), out_donated);
               done = true;
-            } else if (out.use_count() == 1) {
-              rs.free.push_back({std::move(out), out_donated});
             }
           }
           if (!done) {
@@ -598,19 +669,15 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
   std::vector<BufferPtr> out;
   out.reserve(result_slots_.size());
   for (int s : result_slots_) out.push_back(slots[static_cast<size_t>(s)].buf);
+  slots.clear();  // the arena's literals are free for the next run
   if (keep) {
-    slots.clear();  // drops the last references of intermediates still in slots
-    std::erase_if(rs.free, [](const Free& f) { return f.donated || f.buf.use_count() != 1; });
-    int64_t bytes = 0;
-    for (const Free& f : rs.free) bytes += static_cast<int64_t>(f.buf->bytes().size());
+    const int64_t bytes = static_cast<int64_t>(rs.arena->memory.size());
     std::lock_guard<std::mutex> lock(kept_mu_);
-    if (kept_.empty()) {  // else another device's run of this executable kept its own
-      if (KeptBytes().fetch_add(bytes) + bytes <= MaxKeptBytes()) {
-        kept_ = std::move(rs.free);
-        kept_bytes_ = bytes;
-      } else {
-        KeptBytes().fetch_sub(bytes);
-      }
+    if (KeptBytes().fetch_add(bytes) + bytes <= MaxKeptBytes()) {
+      kept_.push_back(std::move(rs.arena));
+      kept_bytes_ += bytes;
+    } else {
+      KeptBytes().fetch_sub(bytes);
     }
   }
   return out;
@@ -621,6 +688,11 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
 CpuScheduleStats LastScheduleStats(const Executable& exe) {
   const auto* cpu = dynamic_cast<const internal::CpuExecutable*>(&exe);
   return cpu != nullptr ? cpu->schedule_stats() : CpuScheduleStats{};
+}
+
+PlannedBuffers BuffersOf(const Executable& exe) {
+  const auto* cpu = dynamic_cast<const internal::CpuExecutable*>(&exe);
+  return cpu != nullptr ? cpu->buffers() : PlannedBuffers{};
 }
 
 namespace {

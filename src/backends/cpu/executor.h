@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "passes/buffer_assignment.h"
 #include "passes/target.h"
 #include "runtime/backend.h"
 #include "runtime/thread_pool.h"
@@ -96,6 +97,14 @@ struct CpuScheduleStats {
 // The CPU schedule's counters of `exe`'s last Execute (not ExecuteOnDevice); zeros for an
 // executable of another backend.
 CpuScheduleStats LastScheduleStats(const Executable& exe);
+
+// Where a planned executable's values live (Note [Buffer assignment], passes/buffer_assignment.h):
+// the problem its steps make and the plan it runs; nulls for an executable of another backend.
+struct PlannedBuffers {
+  const passes::BufferProblem* problem = nullptr;
+  const passes::BufferPlan* plan = nullptr;
+};
+PlannedBuffers BuffersOf(const Executable& exe);
 
 // The process-wide "cpu" backend (registered in src/backends/registry.cc).
 Backend& CpuBackend();

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "ir/literal.h"
 #include "ir/module.h"
+#include "passes/buffer_assignment.h"
 #include "passes/target.h"
 
 namespace axle::runtime::internal {
@@ -89,9 +90,18 @@ inline bool RunKernel(const Step& st, cpu::Operands ops, Literal& out) {
 
 struct SlotState {
   BufferPtr buf;
-  bool writable = false;  // may be overwritten once dead (intermediate or donated storage)
+  // The slot alone holds storage a result may take in place once it dies: a donated argument,
+  // or memory of its own (not a range of the arena, whose reuse the buffer plan decides).
+  bool writable = false;
   bool donated = false;   // its storage came from a donated argument
   bool counted = false;   // counted in live bytes (a node result)
+};
+
+// Note [Literals over an arena]: one run's arena (Note [Buffer assignment]) and a literal over
+// each of its values' ranges, made once: a slot binds its value's literal without allocating.
+struct Arena {
+  ir::LiteralBytes memory;
+  std::vector<Literal> views;  // by CpuExecutable::arena_view_
 };
 
 // Note [Buffers kept between runs]: bytes all executables keep for their next run, and the most.
@@ -115,23 +125,23 @@ class CpuExecutable final : public Executable {
   ExecuteStats last_stats() const override { return stats_; }
   const CpuScheduleStats& schedule_stats() const { return schedule_stats_; }
   std::string DescribeSchedule() const override;  // schedule.cc
+  std::string DescribeBuffers() const override { return buffer_plan_.ToString(buffer_problem_); }
+  PlannedBuffers buffers() const { return {&buffer_problem_, &buffer_plan_}; }
 
  private:
   // The state of one Execute: executes may run concurrently (one per device), so nothing of it
   // lives in the executable.
-  struct Free {
-    BufferPtr buf;
-    bool donated;
-  };
   struct RunState {
     ExecuteStats stats;
     CpuScheduleStats schedule;
-    std::vector<Free> free;
+    std::shared_ptr<Arena> arena;
     int64_t live_bytes = 0;
     DeviceContext device;
   };
 
   void Plan(std::vector<PlanItem> items);
+  // Note [Buffer assignment]: the steps as a buffer problem, and its plan.
+  void AssignBuffers(const std::vector<bool>& is_param, const std::vector<bool>& is_constant);
   bool MarkChains(std::vector<Step>& steps) const;  // Note [Batch-sliced chains]; true when steps moved
   void RunChain(RunState& rs, const Step* chain, std::vector<SlotState>& slots);
   void MarkGroups(std::vector<Step>& steps) const;  // Note [Independent kernels as one loop]
@@ -140,17 +150,13 @@ class CpuExecutable final : public Executable {
   void MarkBesidePairs(std::vector<Step>& steps) const;  // a pair's fillers and followers
   std::vector<BufferPtr> Run(std::vector<BufferPtr> args, RunState& rs);
   void RunGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots);
-  // The buffers of a generated kernel's call: the outputs' storage is chosen and bound to their
-  // slots. in_place: an output may take a dying input's storage (never beside a pair, whose
-  // products may still read that input). False: nothing to run (a copy that took its input).
+  // The buffers of a generated kernel's call: the outputs' storage (as the buffer plan says) is
+  // bound to their slots. False: nothing to run (a copy whose output is its input's storage).
   struct GeneratedCall {
     std::vector<const void*> in;
     std::vector<void*> out;
   };
-  // `shared`: slots an output may not take in place even when they die here (another kernel of
-  // the same pool call reads them).
-  bool BindGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots, bool in_place, GeneratedCall& call,
-                     const std::vector<int>* shared = nullptr);
+  bool BindGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots, GeneratedCall& call);
   static void CallGenerated(const GeneratedKernel& g, const GeneratedCall& call);
   // The same on this thread alone (beside a pair).
   static void CallGeneratedInline(const GeneratedKernel& g, const GeneratedCall& call);
@@ -171,7 +177,16 @@ class CpuExecutable final : public Executable {
   void RanTogether(RunState& rs, const Step* first, int count, int64_t CpuScheduleStats::*counter,
                    std::chrono::steady_clock::time_point t0, bool parallel, std::vector<SlotState>& slots) const;
   Error StepError(const Step& st, const Error& e) const;  // e, naming the step's node
-  BufferPtr Allocate(RunState& rs, const ir::TensorType& type, bool& donated);
+  // The storage the buffer plan gives slot s: its range of the run's arena, or (a function
+  // result) a new buffer of its own.
+  BufferPtr Planned(RunState& rs, int s) const;
+  // Result r of st: the dying operand's storage the plan lets it take, when the operand's slot
+  // alone holds storage that may be written (its own, or a donated argument's); else Planned.
+  // `took`: the operand position taken, or -1.
+  BufferPtr ResultStorage(RunState& rs, const Step& st, size_t r, std::vector<SlotState>& slots, bool& donated,
+                          int* took = nullptr) const;
+  // Binds slot s to `buf` (writable unless it is a range of the arena).
+  static void Bind(SlotState& slot, BufferPtr buf, bool donated);
   // The buffer a product with views (Note [Products into views]) writes, bound to its result slot:
   // its `into` value's (allocated by the first of that value's writers), else its own.
   Literal& ViewedProductOut(RunState& rs, const Step& st, std::vector<SlotState>& slots);
@@ -185,6 +200,7 @@ class CpuExecutable final : public Executable {
   const ir::Function* f_ = nullptr;
   std::vector<Step> steps_;
   std::vector<int64_t> slot_bytes_;
+  std::vector<ir::TensorType> slot_types_;
   std::vector<bool> is_result_;       // slot is a function result (never freed)
   std::vector<int> result_slots_;
   std::vector<ir::TensorType> param_types_;
@@ -193,16 +209,18 @@ class CpuExecutable final : public Executable {
   int copies_folded_ = 0;  // Note [Products into views]
   ExecuteStats stats_;  // of the last Execute (not ExecuteOnDevice)
   CpuScheduleStats schedule_stats_;
-  // Note [Buffers kept between runs]: a step runs the same executable again and again; the
-  // intermediates its last run freed (not donated arguments) seed the next run's free list, so
-  // a step reuses last step's memory instead of a malloc and a free per intermediate (and, past
-  // glibc's mmap threshold, fresh pages to fault in). Only from the second run on: a module that
-  // runs once (an init) keeps nothing. A run never holds more than its own peak, and the buffers
-  // are reused before anything new is allocated, so the peak does not grow. All executables
-  // together keep at most an eighth of the machine's memory (KeptBytes): a program that runs many
-  // shapes does not hold every shape's intermediates.
+  // Note [Buffer assignment] (passes/buffer_assignment.h): where each slot lives.
+  passes::BufferProblem buffer_problem_;
+  passes::BufferPlan buffer_plan_;
+  std::vector<int> arena_view_;  // per slot: its literal in Arena::views, or -1
+  // Note [Buffers kept between runs]: a step runs the same executable again and again; the arena
+  // of its last run is kept for the next, so a step reuses last step's memory instead of a malloc
+  // and a free per intermediate (and fresh pages to fault in). Only from the second run on: a
+  // module that runs once (an init) keeps nothing. Devices running the executable at once each
+  // take an arena of their own. All executables together keep at most an eighth of the machine's
+  // memory (KeptBytes): a program that runs many shapes does not hold every shape's arena.
   std::mutex kept_mu_;
-  std::vector<Free> kept_;
+  std::vector<std::shared_ptr<Arena>> kept_;
   int64_t kept_bytes_ = 0;
   int64_t runs_ = 0;
 };

@@ -93,12 +93,13 @@ void CpuExecutable::MarkGroups(std::vector<Step>& steps) const {
 void CpuExecutable::RunGroup(RunState& rs, const Step* group, std::vector<SlotState>& slots) {
   const int members = group[0].group.steps;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<int>& shared = group[0].group.shared;  // no member writes these in place
   std::vector<GeneratedCall> calls(static_cast<size_t>(members));
   for (int i = 0; i < members; ++i) {
     try {
       // A member is never a copy (Groupable), so it always has a loop to run.
-      BindGenerated(rs, group[i], slots, /*in_place=*/true, calls[static_cast<size_t>(i)], &shared);
+      // No member writes in place a value another member reads (the plan's candidates leave out
+      // Group::shared).
+      BindGenerated(rs, group[i], slots, calls[static_cast<size_t>(i)]);
     } catch (const Error& e) {
       throw StepError(group[i], e);
     }

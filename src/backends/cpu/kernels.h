@@ -1,8 +1,8 @@
 // The CPU executor's fast kernels (internal to src/runtime).
 //
 // A kernel computes the single result of one node into `out`, a literal of the node's result
-// type whose contents are unspecified on entry (it may be a recycled buffer, and for kernels
-// selected with in_place = true it may be the very storage of a dying operand). A kernel returns
+// type whose contents are unspecified on entry (it may be a range of the arena another value used
+// before, and for kernels selected with in_place = true the very storage of a dying operand). A kernel returns
 // false when it has no fast path for these operands; the executor then runs the reference
 // interpreter's kernel for that node (ir::EvaluateNode). Every fast kernel computes exactly what
 // the interpreter computes, bit for bit, except dot_general through BLAS (dot.cc).

@@ -219,26 +219,22 @@ void CpuExecutable::RunPair(RunState& rs, const Step* pair, std::vector<SlotStat
   const int items = 2 + fillers;
   std::vector<const Literal*> ops[2];
   BufferPtr out[2];
-  bool donated[2] = {false, false}, done[2] = {false, false};
+  bool done[2] = {false, false};
   std::vector<double> secs(static_cast<size_t>(items + followers), 0.0);
   std::vector<std::exception_ptr> error(static_cast<size_t>(items + followers));
   for (int i = 0; i < 2; ++i) {
     for (int s : st[i]->operands) ops[i].push_back(slots[static_cast<size_t>(s)].buf.get());
-    out[i] = Allocate(rs, st[i]->node->result()->type(), donated[i]);
+    out[i] = Planned(rs, st[i]->results[0]);
   }
-  // The fillers' and followers' outputs are bound before the call (the free list is not thread
-  // safe), never in place: the products may read any input while a filler writes. A follower may
-  // read the first product, so its slot holds that product's buffer from here on.
+  // The fillers' and followers' outputs are bound before the call, never in place (the buffer
+  // plan has no in-place candidates here): the products may read any input while a filler
+  // writes. A follower may read the first product, so its slot holds that product's buffer from
+  // here on.
   std::vector<GeneratedCall> calls(static_cast<size_t>(fillers + followers));
   std::vector<char> bound(static_cast<size_t>(fillers + followers), 0);
-  if (followers > 0) {
-    SlotState& r = slots[static_cast<size_t>(st[0]->results[0])];
-    r.buf = out[0];
-    r.writable = true;
-    r.donated = donated[0];
-  }
+  if (followers > 0) Bind(slots[static_cast<size_t>(st[0]->results[0])], out[0], false);
   for (int f = 0; f < fillers + followers; ++f)
-    bound[static_cast<size_t>(f)] = BindGenerated(rs, pair[2 + f], slots, /*in_place=*/false, calls[static_cast<size_t>(f)]);
+    bound[static_cast<size_t>(f)] = BindGenerated(rs, pair[2 + f], slots, calls[static_cast<size_t>(f)]);
   std::atomic<bool> second_done{false};
   int followed = 0;  // followers run inside the call, by the first product's thread
   auto run = [&](int64_t i) {  // pair[i] whole on this thread, timed; an error is kept for later
@@ -284,10 +280,7 @@ void CpuExecutable::RunPair(RunState& rs, const Step* pair, std::vector<SlotStat
           const Literal res = std::move(ir::EvaluateNode(*s.node, ops[i], rs.device.device)[0]);
           std::memcpy(out[i]->mutable_bytes().data(), res.bytes().data(), res.bytes().size());
         }
-        if (donated[i]) ++rs.stats.donated_reused;
-        r.buf = std::move(out[i]);
-        r.donated = donated[i];
-        r.writable = true;
+        Bind(r, std::move(out[i]), false);
       } else if (i < items) {
         ++rs.schedule.kernels_beside_pairs;
       } else if (i < items + followed) {
