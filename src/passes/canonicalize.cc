@@ -7,6 +7,7 @@
 
 #include "passes/pass.h"
 #include "passes/pass_list.h"
+#include "passes/pass_util.h"
 
 namespace axle::passes {
 namespace {
@@ -19,7 +20,7 @@ class CanonicalizePass : public Pass {
   }
   bool Run(ir::Module& module) override {
     bool changed = false;
-    for (const auto& f : module.functions()) changed |= CanonicalizeFunction(*f);
+    for (ir::Function* f : RewritableFunctions(module)) changed |= CanonicalizeFunction(*f);
     return changed;
   }
 

@@ -125,7 +125,7 @@ class CsePass : public Pass {
   }
   bool Run(ir::Module& module) override {
     bool changed = false;
-    for (const auto& f : module.functions()) changed |= EliminateCommonSubexpressions(*f);
+    for (ir::Function* f : RewritableFunctions(module)) changed |= EliminateCommonSubexpressions(*f);
     return changed;
   }
 };

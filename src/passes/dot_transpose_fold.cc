@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "ir/attrs.h"
+#include "passes/pass_util.h"
 #include "passes/pass.h"
 #include "passes/pass_list.h"
 
@@ -89,7 +90,7 @@ class DotTransposeFoldPass : public Pass {
   }
   bool Run(ir::Module& module) override {
     bool changed = false;
-    for (const auto& f : module.functions()) changed |= FoldFunction(*f);
+    for (ir::Function* f : RewritableFunctions(module)) changed |= FoldFunction(*f);
     return changed;
   }
 };

@@ -101,7 +101,7 @@ class FoldPass : public Pass {
   }
   bool Run(ir::Module& module) override {
     bool changed = false;
-    for (const auto& f : module.functions()) changed |= FoldConstants(*f);
+    for (ir::Function* f : RewritableFunctions(module)) changed |= FoldConstants(*f);
     return changed;
   }
 };

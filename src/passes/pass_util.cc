@@ -4,6 +4,17 @@
 
 namespace axle::passes {
 
+std::vector<ir::Function*> RewritableFunctions(ir::Module& module) {
+  std::unordered_set<std::string> fused;
+  for (const auto& f : module.functions())
+    for (const auto& n : f->nodes())
+      if (n->op() == ir::OpKind::kFusion) fused.insert(n->attrs_as<ir::FusionAttrs>().calls);
+  std::vector<ir::Function*> out;
+  for (const auto& f : module.functions())
+    if (!fused.count(std::string(f->name()))) out.push_back(f.get());
+  return out;
+}
+
 ir::Value* Rewrite::Resolve(ir::Value* v) const {
   for (auto it = map_.find(v); it != map_.end(); it = map_.find(v)) v = it->second;
   return v;

@@ -11,6 +11,13 @@
 
 namespace axle::passes {
 
+// The functions a rewriting pass may change: every function of the module but those a `fusion`
+// node calls (Note [Fusion in the IR], codegen/fuse_pass.cc). A fused function is a kernel whose
+// parameters and results are the emitter's; simplifying it could leave a function no kernel can
+// be (one that returns its parameter, or one value twice), so a fused file keeps the fusion
+// decisions it was written with (`axle opt --passes=fuse` then `axle compile`).
+std::vector<ir::Function*> RewritableFunctions(ir::Module& module);
+
 // A forward rewrite of one function: records "value `from` is now `to`" and redirects operands
 // lazily. Passes walk nodes in order, call Resolve on every operand before looking at a node
 // (Apply does it), record replacements, and call Finish at the end, which redirects the function

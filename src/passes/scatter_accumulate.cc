@@ -64,7 +64,7 @@ class ScatterAccumulatePass : public Pass {
   }
   bool Run(ir::Module& module) override {
     bool changed = false;
-    for (const auto& f : module.functions()) changed |= AccumulateFunction(*f);
+    for (ir::Function* f : RewritableFunctions(module)) changed |= AccumulateFunction(*f);
     return changed;
   }
 };

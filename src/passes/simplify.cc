@@ -417,7 +417,7 @@ class SimplifyPass : public Pass {
   }
   bool Run(ir::Module& module) override {
     bool changed = false;
-    for (const auto& f : module.functions()) changed |= SimplifyFunction(*f);
+    for (ir::Function* f : RewritableFunctions(module)) changed |= SimplifyFunction(*f);
     return changed;
   }
 };

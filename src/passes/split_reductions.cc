@@ -25,6 +25,7 @@
 #include "ir/attrs.h"
 #include "passes/pass.h"
 #include "passes/pass_list.h"
+#include "passes/pass_util.h"
 
 namespace axle::passes {
 namespace {
@@ -69,7 +70,7 @@ class SplitReductionsPass : public Pass {
   }
   bool Run(ir::Module& module) override {
     bool changed = false;
-    for (const auto& f : module.functions())
+    for (ir::Function* f : RewritableFunctions(module))
       for (size_t i = 0; i < f->nodes().size(); ++i)
         if (SplitOne(*f, i)) {
           changed = true;
