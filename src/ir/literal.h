@@ -59,7 +59,7 @@ class LiteralBytes {
   void Allocate(size_t n) {
     Reset();
     if (n == 0) return;
-    data_ = static_cast<uint8_t*>(AllocateAligned64(n));
+    data_ = static_cast<uint8_t*>(detail::AllocateAligned64(n));
     size_ = n;
     owned_ = true;
   }
@@ -78,7 +78,6 @@ class LiteralBytes {
   }
 
  private:
-  static void* AllocateAligned64(size_t n) { return detail::AllocateAligned64(n); }
   void Reset() noexcept {
     if (owned_) detail::FreeAligned64(data_);
     data_ = nullptr;

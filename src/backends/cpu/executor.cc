@@ -392,9 +392,8 @@ BufferPtr CpuExecutable::Planned(RunState& rs, int s) const {
 }
 
 BufferPtr CpuExecutable::ResultStorage(RunState& rs, const Step& st, size_t r, std::vector<SlotState>& slots,
-                                       bool& donated, int* took) const {
+                                       bool& donated) const {
   const passes::BufferPlan::Take& take = buffer_plan_.takes[st.index][r];
-  if (took != nullptr) *took = -1;
   donated = false;
   if (take.operand >= 0) {
     const SlotState& in = slots[static_cast<size_t>(st.operands[static_cast<size_t>(take.operand)])];
@@ -402,7 +401,6 @@ BufferPtr CpuExecutable::ResultStorage(RunState& rs, const Step& st, size_t r, s
     // caller did not donate: the result's own planned storage.
     if (in.buf && in.writable && in.buf.use_count() == 1) {
       donated = in.donated;
-      if (took != nullptr) *took = take.operand;
       BufferPtr buf = in.buf;  // the operand's slot keeps its reference until released after the step
       const ir::TensorType& type = slot_types_[static_cast<size_t>(st.results[r])];
       if (buf->type() != type) buf->Retype(type);

@@ -182,9 +182,7 @@ class CpuExecutable final : public Executable {
   BufferPtr Planned(RunState& rs, int s) const;
   // Result r of st: the dying operand's storage the plan lets it take, when the operand's slot
   // alone holds storage that may be written (its own, or a donated argument's); else Planned.
-  // `took`: the operand position taken, or -1.
-  BufferPtr ResultStorage(RunState& rs, const Step& st, size_t r, std::vector<SlotState>& slots, bool& donated,
-                          int* took = nullptr) const;
+  BufferPtr ResultStorage(RunState& rs, const Step& st, size_t r, std::vector<SlotState>& slots, bool& donated) const;
   // Binds slot s to `buf` (writable unless it is a range of the arena).
   static void Bind(SlotState& slot, BufferPtr buf, bool donated);
   // The buffer a product with views (Note [Products into views]) writes, bound to its result slot:
