@@ -325,7 +325,9 @@ std::string BufferPlan::ToString(const BufferProblem& problem) const {
         where = "own";
         break;
       case Storage::kArgument:
-        where = "argument";
+        for (int v : m)
+          if (problem.values[v].param >= 0) where = fmt::format("argument {}", problem.values[v].param);
+        if (where.empty()) where = "argument";
         break;
       case Storage::kConstant:
         where = "constant";

@@ -269,6 +269,7 @@ void CpuExecutable::AssignBuffers(const std::vector<bool>& is_param, const std::
     ps.results = st.results;
     ps.forward = st.kind == Step::kForward;
     ps.binds = st.kind == Step::kParameter || st.kind == Step::kConstant;
+    if (st.kind == Step::kParameter) pb.values[static_cast<size_t>(st.results[0])].param = st.param_index;
     ps.region = st.pair.next ? 2 + st.pair.fillers + st.pair.followers : std::max({1, st.chain.steps, st.group.steps});
     // Names for the plan's text: the values' own, else their slot numbers.
     std::vector<const Value*> named;
