@@ -251,12 +251,15 @@ void CpuExecutable::AssignBuffers(const std::vector<bool>& is_param, const std::
     v.kind = is_result_[s] ? PV::kResult : is_param[s] ? PV::kArgument : is_constant[s] ? PV::kConstant : PV::kTemp;
     v.name = fmt::format("s{}", s);
   }
-  std::vector<bool> no_in_place(steps_.size(), false);  // beside a pair's products, or in a chain
+  // Each step's region (on its first step: how many run at once), and the steps that may write
+  // nothing in place: beside a pair's products, or in a chain.
+  std::vector<int> region(steps_.size(), 1);
+  std::vector<bool> no_in_place(steps_.size(), false);
   for (size_t p = 0; p < steps_.size(); ++p) {
     const Step& st = steps_[p];
-    const int region = st.pair.next ? 2 + st.pair.fillers + st.pair.followers : std::max(st.chain.steps, st.group.steps);
+    region[p] = st.pair.next ? 2 + st.pair.fillers + st.pair.followers : std::max({1, st.chain.steps, st.group.steps});
     if (st.pair.next || st.chain.steps > 0)
-      for (size_t q = p; q < p + static_cast<size_t>(region) && q < steps_.size(); ++q) no_in_place[q] = true;
+      for (size_t q = p; q < p + static_cast<size_t>(region[p]) && q < steps_.size(); ++q) no_in_place[q] = true;
   }
   std::vector<const std::vector<int>*> shared(steps_.size(), nullptr);
   for (size_t p = 0; p < steps_.size(); ++p)
@@ -270,7 +273,7 @@ void CpuExecutable::AssignBuffers(const std::vector<bool>& is_param, const std::
     ps.forward = st.kind == Step::kForward;
     ps.binds = st.kind == Step::kParameter || st.kind == Step::kConstant;
     if (st.kind == Step::kParameter) pb.values[static_cast<size_t>(st.results[0])].param = st.param_index;
-    ps.region = st.pair.next ? 2 + st.pair.fillers + st.pair.followers : std::max({1, st.chain.steps, st.group.steps});
+    ps.region = region[p];
     // Names for the plan's text: the values' own, else their slot numbers.
     std::vector<const Value*> named;
     if (st.kind == Step::kGenerated) named = st.generated->outputs;
