@@ -22,12 +22,12 @@ namespace axle::ir {
 //
 // It is a Merkle hash over the dataflow graph:
 //
-//   node(n)     = H('N', op name, attribute fields, operand value hashes in operand order,
+//   node(n)     = H('N', op name, attribute fields, [schedule entries], operand value hashes in operand order,
 //                   result types and shardings in result order)
 //   value(n, i) = H('V', node(n), i)
 //   function(f) = H('F', name, value hashes of the results in order,
 //                   the node hashes of all nodes, sorted)
-//   module(m)   = H(version, 'M', num_replicas, [mesh], entry function name,
+//   module(m)   = H(version, 'M', num_replicas, [mesh], [schedule target], entry function name,
 //                   function hashes sorted by function name)
 //
 // A value's hash covers everything that flows into it, so the node order does not matter; the
@@ -204,6 +204,16 @@ struct FunctionHasher {
     w.U8('N');
     w.Str(n.name());
     WriteAttrs(w, n.attrs());
+    if (!n.schedule().empty()) {  // only when scheduled: the hashes of other nodes stay as they were
+      w.U8('S');
+      w.Count(n.schedule().size());
+      for (const ScheduleEntry& e : n.schedule()) {
+        w.Str(e.key);
+        w.Count(e.ints.size());
+        for (int64_t i : e.ints) w.I64(i);
+        w.Str(e.word);
+      }
+    }
     w.Count(n.num_operands());
     for (const Value* v : n.operands()) w.Hash(ValueHash(v, f));
     w.Count(n.num_results());
@@ -264,6 +274,10 @@ ModuleHash HashModule(const Module& m) {
       w.I64(mesh->shape()[i]);
     }
     for (int64_t d : mesh->device_ids()) w.I64(d);
+  }
+  if (!m.scheduled_for().empty()) {  // Note [The schedule in the IR]; only when scheduled, as above
+    w.U8('S');
+    w.Str(m.scheduled_for());
   }
   w.U8(m.functions().empty() ? 0 : 1);
   if (!m.functions().empty()) w.Str(m.entry()->name());

@@ -98,6 +98,12 @@ Function* Module::FindFunction(std::string_view name) const {
   return nullptr;
 }
 
+const ScheduleEntry* Node::FindSchedule(std::string_view key) const {
+  for (const ScheduleEntry& e : schedule_)
+    if (e.key == key) return &e;
+  return nullptr;
+}
+
 Function* Module::entry() const {
   if (Function* f = FindFunction("main")) return f;
   if (functions_.empty()) Fail("module @{} has no functions", name_);
@@ -108,6 +114,7 @@ std::unique_ptr<Module> Module::Clone() const {
   auto copy = std::make_unique<Module>(name_);
   copy->num_replicas_ = num_replicas_;
   copy->mesh_ = mesh_;
+  copy->scheduled_for_ = scheduled_for_;
   for (const auto& f : functions_) {
     Function* g = copy->AddFunction(f->name());
     g->set_loc(f->loc());
@@ -123,6 +130,7 @@ std::unique_ptr<Module> Module::Clone() const {
       for (Value* r : n->results()) types.push_back(r->type());
       Node* m = g->AddNode(n->op(), std::move(operands), n->attrs(), types);
       m->set_loc(n->loc());
+      m->set_schedule(n->schedule());
       for (size_t i = 0; i < n->num_results(); ++i) {
         m->result(i)->set_name(n->result(i)->name());
         m->result(i)->set_sharding(n->result(i)->sharding());

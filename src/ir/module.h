@@ -35,6 +35,22 @@ class Node;
 class Function;
 class Module;
 
+// Note [The schedule in the IR]
+// A backend's schedule is compiler output like fusion, so it is written in the module: the order
+// of the entry function's nodes is the order the backend runs them, and a node may carry schedule
+// entries (`sched{pair=[0, 1], lhs_view=[0, 2304, 1]}` after its attributes), each a key with
+// integers or with one word, as XLA's backend_config rides on an HLO instruction. The IR keeps,
+// prints, parses, clones and hashes them and gives them no meaning; the backend named by the
+// module's `schedule` attribute (Module::scheduled_for, a target such as "cpu-avx2-2t") reads
+// them and checks them (src/backends/cpu/schedule_pass.cc, docs/compiler.md). A pass that
+// rewrites nodes drops what it does not copy; the schedule pass runs last.
+struct ScheduleEntry {
+  std::string key;
+  std::vector<int64_t> ints;  // printed as one integer when there is one
+  std::string word;           // or an identifier (ints empty)
+  bool operator==(const ScheduleEntry&) const = default;
+};
+
 class Value {
  public:
   Value(Node* node, int index, TensorType type) : node_(node), index_(index), type_(std::move(type)) {}
@@ -149,6 +165,12 @@ class Node {
   const SourceLoc& loc() const { return loc_; }
   void set_loc(SourceLoc loc) { loc_ = std::move(loc); }
 
+  // Note [The schedule in the IR]: the backend's entries on this node, in order; the entry of
+  // `key`, or nullptr.
+  const std::vector<ScheduleEntry>& schedule() const { return schedule_; }
+  void set_schedule(std::vector<ScheduleEntry> entries) { schedule_ = std::move(entries); }
+  const ScheduleEntry* FindSchedule(std::string_view key) const;
+
  private:
   Function* parent_;
   OpKind op_;
@@ -156,6 +178,7 @@ class Node {
   std::vector<Value> results_;  // sized once, never reallocated: values' addresses are stable
   Attrs attrs_;
   SourceLoc loc_;
+  std::vector<ScheduleEntry> schedule_;
   int64_t id_ = 0;
 };
 
@@ -233,6 +256,11 @@ class Module {
   const std::optional<Mesh>& mesh() const { return mesh_; }
   void set_mesh(std::optional<Mesh> mesh) { mesh_ = std::move(mesh); }
 
+  // Note [The schedule in the IR]: the target whose schedule the entry function's node order and
+  // schedule entries are ("" : none; printed as the module attribute schedule="...").
+  const std::string& scheduled_for() const { return scheduled_for_; }
+  void set_scheduled_for(std::string target) { scheduled_for_ = std::move(target); }
+
   const std::vector<std::unique_ptr<Function>>& functions() const { return functions_; }
   Function* AddFunction(std::string name);
   // The function named `name`, or nullptr.
@@ -247,6 +275,7 @@ class Module {
   std::string name_;
   int64_t num_replicas_ = 1;
   std::optional<Mesh> mesh_;
+  std::string scheduled_for_;
   std::vector<std::unique_ptr<Function>> functions_;
 };
 

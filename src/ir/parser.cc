@@ -272,6 +272,7 @@ class Parser {
   void ParseModuleAttrs(Module& m);
   void ParseFunction(Module& m);
   void ParseNode(Function& f, Scope& scope);
+  std::vector<ScheduleEntry> ParseSchedule(std::string_view op);
   std::vector<Token> ParseResultNames(const Scope& scope);
   Value* ParseUse(const Scope& scope);
   std::vector<AttrEntry> ParseAttrEntries();
@@ -349,9 +350,13 @@ void Parser::ParseModuleAttrs(Module& m) {
       shape = integers(e, "axis sizes");
     } else if (e.name == "mesh_devices") {
       devices = integers(e, "device ids");
+    } else if (e.name == "schedule") {
+      if (e.value.kind != AttrValue::Kind::kString && e.value.kind != AttrValue::Kind::kIdent)
+        FailAt(e.value.loc, "module: attribute 'schedule' expects a target, as \"cpu-avx2-2t\"");
+      m.set_scheduled_for(e.value.text);
     } else {
-      FailAt(e.loc, "module: unknown attribute '{}' (expected num_replicas, mesh_axes, mesh_shape or "
-             "mesh_devices)", e.name);
+      FailAt(e.loc, "module: unknown attribute '{}' (expected num_replicas, mesh_axes, mesh_shape, "
+             "mesh_devices or schedule)", e.name);
     }
   }
   if (!axes && !shape && !devices) return;
@@ -437,18 +442,47 @@ void Parser::ParseNode(Function& f, Scope& scope) {
   }
   Attrs attrs = DefaultAttrs(*op);
   std::vector<PendingLiteral> pending = ApplyAttrs(*op, entries, attrs, Loc(op_tok));
+  std::vector<ScheduleEntry> schedule;
+  if (AtKeyword("sched")) schedule = ParseSchedule(op_tok.text);
   std::vector<ParsedType> types = ParseTypes(op_tok.text, names.size());
   FillLiterals(op_tok.text, pending, types);
   std::vector<TensorType> result_types;
   for (const ParsedType& t : types) result_types.push_back(t.type);
   Node* node = f.AddNode(*op, std::move(operands), std::move(attrs), result_types);
   node->set_loc(names.empty() ? Loc(op_tok) : loc);
+  node->set_schedule(std::move(schedule));
   for (size_t i = 0; i < names.size(); ++i) {
     Value* v = node->result(i);
     v->set_name(names[i].text);
     v->set_sharding(std::move(types[i].sharding));
     scope.emplace(names[i].text, std::make_pair(v, Loc(names[i])));
   }
+}
+
+// `sched{key=value, ...}` after a node's attributes (Note [The schedule in the IR]): each value an
+// integer, a list of integers or one word; what the entries mean is the backend's to check.
+std::vector<ScheduleEntry> Parser::ParseSchedule(std::string_view op) {
+  Advance();
+  Expect(TokenKind::kLBrace, "'{' after 'sched'");
+  std::vector<ScheduleEntry> out;
+  for (const AttrEntry& e : ParseAttrEntries()) {
+    for (const ScheduleEntry& seen : out)
+      if (seen.key == e.name) FailAt(e.loc, "{}: duplicate schedule entry '{}'", op, e.name);
+    ScheduleEntry entry{e.name, {}, {}};
+    auto integer = [&](const AttrValue& v) {
+      std::optional<int64_t> n;
+      if (v.kind == AttrValue::Kind::kNumber)
+        n = ParseInteger(v.text, v.loc, fmt::format("{}: schedule entry '{}': ", op, e.name));
+      if (!n) FailAt(v.loc, "{}: schedule entry '{}' expects an integer, a list of integers or a word, got {}", op, e.name, Describe(v));
+      return *n;
+    };
+    if (e.value.kind == AttrValue::Kind::kIdent) entry.word = e.value.text;
+    else if (e.value.kind == AttrValue::Kind::kList)
+      for (const AttrValue& item : e.value.items) entry.ints.push_back(integer(item));
+    else entry.ints.push_back(integer(e.value));
+    out.push_back(std::move(entry));
+  }
+  return out;
 }
 
 Value* Parser::ParseUse(const Scope& scope) {

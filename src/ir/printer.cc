@@ -200,6 +200,12 @@ std::string FormatNode(const Node& n, const NameMap& names) {
   for (size_t i = 0; i < fields.size(); ++i)
     out += fmt::format("{}{}={}", i ? ", " : " {", fields[i].name, FormatField(fields[i].ref));
   if (!fields.empty()) out += "}";
+  for (size_t i = 0; i < n.schedule().size(); ++i) {  // Note [The schedule in the IR]
+    const ScheduleEntry& e = n.schedule()[i];
+    const std::string value = !e.word.empty() ? e.word : e.ints.size() == 1 ? std::to_string(e.ints[0]) : FormatInts(e.ints);
+    out += fmt::format("{}{}={}", i ? ", " : " sched{", e.key, value);
+  }
+  if (!n.schedule().empty()) out += "}";
   for (size_t i = 0; i < n.num_results(); ++i)
     out += (i ? ", " : " : ") + FormatType(*n.result(i));
   return out;
@@ -226,6 +232,7 @@ std::string PrintModule(const Module& m) {
                                 fmt::join(mesh->shape(), ",")));
     if (!mesh->identity_order()) attrs.push_back(fmt::format("mesh_devices=[{}]", fmt::join(mesh->device_ids(), ",")));
   }
+  if (!m.scheduled_for().empty()) attrs.push_back("schedule=" + QuoteString(m.scheduled_for()));
   if (!attrs.empty()) out += fmt::format(" {{{}}}", fmt::join(attrs, ", "));
   out += " {\n";
   UniqueNames function_names;

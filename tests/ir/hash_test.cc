@@ -59,6 +59,22 @@ TEST(Hash, IgnoresNamesLocationsAndModuleName) {
   EXPECT_EQ(HashModule(*a), HashModule(*b));
 }
 
+// Note [The schedule in the IR]: a node's schedule entries and the module's schedule target are
+// part of what the hash sees.
+TEST(Hash, SeesScheduleEntriesAndTheScheduleTarget) {
+  std::unique_ptr<Module> a = SmallModule();
+  std::unique_ptr<Module> b = SmallModule();
+  EXPECT_EQ(HashModule(*a), HashModule(*b));
+  b->entry()->nodes().back()->set_schedule({{"group", {2}, ""}});
+  EXPECT_NE(HashModule(*a), HashModule(*b));
+  std::unique_ptr<Module> c = SmallModule();
+  c->entry()->nodes().back()->set_schedule({{"group", {3}, ""}});
+  EXPECT_NE(HashModule(*b), HashModule(*c));
+  std::unique_ptr<Module> d = SmallModule();
+  d->set_scheduled_for("cpu-avx2-2t");
+  EXPECT_NE(HashModule(*a), HashModule(*d));
+}
+
 TEST(Hash, IgnoresTheOrderOfIndependentNodes) {
   std::unique_ptr<Module> a = SmallModule();
   // The same graph with the parameters and the two result nodes created in the other order.

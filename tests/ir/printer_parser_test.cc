@@ -302,6 +302,33 @@ TEST(PrinterParserTest, ShardingsRoundTrip) {
   ExpectSameStructure(*m.entry(), *parsed->entry());
 }
 
+// Note [The schedule in the IR]: a node's schedule entries and the module's target print, parse
+// back and clone as they were, in their order; a node without entries prints no `sched`.
+TEST(PrinterParserTest, ScheduleEntriesRoundTrip) {
+  const std::string text = R"(module @m {schedule="cpu-avx2-2t"} {
+  func @main {
+    %x = parameter() {index=0} : f32[4,4]
+    %a = dot_general(%x, %x) {lhs_batch=[], rhs_batch=[], lhs_contracting=[1], rhs_contracting=[0]} sched{pair=[0, 2], lhs_view=[8, 4, 1], fold=read, none=[], one=7} : f32[4,4]
+    %b = neg(%a) : f32[4,4]
+    return %b
+  }
+}
+)";
+  std::unique_ptr<Module> m = ParseModule(text);
+  EXPECT_EQ(m->scheduled_for(), "cpu-avx2-2t");
+  const Node& a = *m->entry()->nodes()[1];
+  ASSERT_EQ(a.schedule().size(), 5u);
+  EXPECT_EQ(a.schedule()[0], (ScheduleEntry{"pair", {0, 2}, ""}));
+  EXPECT_EQ(a.schedule()[2], (ScheduleEntry{"fold", {}, "read"}));
+  EXPECT_EQ(a.schedule()[3], (ScheduleEntry{"none", {}, ""}));
+  ASSERT_NE(a.FindSchedule("one"), nullptr);
+  EXPECT_EQ(a.FindSchedule("one")->ints, std::vector<int64_t>{7});
+  EXPECT_EQ(a.FindSchedule("two"), nullptr);
+  EXPECT_TRUE(m->entry()->nodes()[2]->schedule().empty());
+  EXPECT_EQ(PrintModule(*m), text);
+  EXPECT_EQ(PrintModule(*m->Clone()), text);
+}
+
 TEST(PrinterParserTest, StringsWithEveryByteRoundTrip) {
   Module m("m");
   Function* f = m.AddFunction("f");
