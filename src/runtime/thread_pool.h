@@ -35,8 +35,8 @@
 // a chain of same-sized kernels each thread reads mostly what it wrote itself, from its own cache.
 // Until session 26 all chunks were claimed in turn from one shared counter, and which thread ran
 // which chunk was random: half of every kernel's input came from the other core's cache. That
-// costs little when the two cores share an L3 (session 25 on Zen 1 measured no gain from shares),
-// but a VM's two vCPUs are not always on one core complex: on the Zen 4 host of session 26 a
+// costs little when the two cores share an L3 (session 25 measured no gain from shares on such a
+// host), but a VM's two vCPUs are not always on one core complex: on the host of session 26 a
 // cache line took 50-70 ns there and back between them for minutes, then 360-400 ns for minutes
 // (the hypervisor moved a vCPU to another complex), and GPT-2 small's step went from 10.5 to 17
 // ms, the split elementwise kernels 3-5x slower (the AdamW update 7 -> 36 us a call). Each
