@@ -11,14 +11,25 @@
 #include <vector>
 
 #include "ir/module.h"
+#include "passes/target.h"
 
 namespace axle::passes {
+
+// What a pass may read beside the module: the target it compiles for and whether rewrites that
+// reassociate sums are allowed. A pipeline gives each of its passes its own (BuildPipeline's
+// target and options); `axle opt --target` too. Most passes read neither.
+struct PassContext {
+  Target target;  // the default: one thread, no SIMD assumed (never the host's)
+  bool fast_math = true;
+};
 
 class Pass {
  public:
   virtual ~Pass() = default;
   virtual std::string_view name() const = 0;
   virtual std::string_view summary() const = 0;
+  // Called once before Run by whoever runs the pass (RunPasses, Pipeline::Run).
+  virtual void set_context(const PassContext& context) { (void)context; }
   // Transforms `module` in place; returns true when it changed anything.
   virtual bool Run(ir::Module& module) = 0;
 };
@@ -47,7 +58,7 @@ std::unique_ptr<Pass> CreatePass(std::string_view name);
 // With AXLE_DUMP_DIR=DIR (flags::dump_dir), the module is written as DIR/000-input.axir before
 // the first pass and as DIR/NNN-<pass>.axir after each pass (the passes inside `default` too),
 // NNN counting from 001 within this call.
-void RunPasses(ir::Module& module, const std::vector<std::string>& names);
+void RunPasses(ir::Module& module, const std::vector<std::string>& names, const PassContext& context = {});
 
 // Passes run in this process so far (every RunPasses / pipeline pass, `default`'s inner ones too):
 // a warm start that takes its optimized modules from the disk cache runs none.

@@ -98,9 +98,10 @@ void BeginDump(const ir::Module& module) {
   Dump(module, "input");
 }
 
-void RunPasses(ir::Module& module, const std::vector<std::string>& names) {
+void RunPasses(ir::Module& module, const std::vector<std::string>& names, const PassContext& context) {
   std::vector<std::unique_ptr<Pass>> passes;
   for (const std::string& n : names) passes.push_back(CreatePass(n));  // fail before running any
+  for (auto& p : passes) p->set_context(context);
   ir::Verify(module);
   BeginDump(module);
   for (auto& p : passes) RunInstrumented(*p, module);

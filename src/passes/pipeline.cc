@@ -45,7 +45,8 @@ bool RunDefaultPipeline(ir::Module& module) {
   return RunRounds(round, module, kDefaultPipelineMaxRounds);
 }
 
-Pipeline::Pipeline(std::vector<PipelineStage> stages) : stages_(std::move(stages)) {
+Pipeline::Pipeline(std::vector<PipelineStage> stages, PassContext context)
+    : stages_(std::move(stages)), context_(std::move(context)) {
   for (const PipelineStage& s : stages_) AXLE_CHECK(s.max_rounds >= 1, "pipeline stage '{}' has no rounds", s.name);
 }
 
@@ -53,7 +54,10 @@ bool Pipeline::Run(ir::Module& module, const StageObserver& observer) const {
   // Every pass is created before any runs: an unknown name fails on an untouched module.
   std::vector<std::vector<std::unique_ptr<Pass>>> created(stages_.size());
   for (size_t s = 0; s < stages_.size(); ++s)
-    for (const std::string& name : stages_[s].passes) created[s].push_back(CreatePass(name));
+    for (const std::string& name : stages_[s].passes) {
+      created[s].push_back(CreatePass(name));
+      created[s].back()->set_context(context_);
+    }
   ir::Verify(module);
   BeginDump(module);
   bool changed = false;
@@ -66,7 +70,8 @@ bool Pipeline::Run(ir::Module& module, const StageObserver& observer) const {
 
 Pipeline Pipeline::Through(std::string_view stage) const {
   for (size_t s = 0; s < stages_.size(); ++s)
-    if (stages_[s].name == stage) return Pipeline({stages_.begin(), stages_.begin() + static_cast<ptrdiff_t>(s) + 1});
+    if (stages_[s].name == stage)
+      return Pipeline({stages_.begin(), stages_.begin() + static_cast<ptrdiff_t>(s) + 1}, context_);
   Fail("the pipeline has no stage '{}':\n{}", stage, ToString());
 }
 
@@ -80,7 +85,6 @@ std::string Pipeline::ToString() const {
 }
 
 Pipeline BuildPipeline(const Target& target, const PipelineOptions& options) {
-  (void)target;  // no pass of these stages depends on the machine yet
   std::vector<PipelineStage> stages;
   const PipelineStage simplify{"simplify", DefaultPipeline(), kDefaultPipelineMaxRounds};
   // Simplified before partitioning too: folding the tied head's transpose of wte into its
@@ -98,7 +102,9 @@ Pipeline BuildPipeline(const Target& target, const PipelineOptions& options) {
   }
   // Last: every rewrite above sees plain nodes. dce drops the constants only fused functions read.
   if (options.fuse) stages.push_back({"fuse", {"fuse", "dce"}});
-  return Pipeline(std::move(stages));
+  // The fused module's schedule for the target: what the CPU backend's executor runs.
+  if (options.schedule) stages.push_back({"schedule", {"schedule"}});
+  return Pipeline(std::move(stages), PassContext{target, options.fast_math});
 }
 
 namespace {

@@ -12,9 +12,10 @@
 //   simplify    (again, on the per-device module)                   only after partition
 //   fast-math   split-reductions, scatter-accumulate, dce           unless exact math is asked for
 //   fuse        fuse, dce                                           for a backend that runs fused kernels
+//   schedule    schedule                                            for the CPU backend: order, pairs,
+//                                                                   chains, groups, views, as IR
 //
-// Scheduling and buffer assignment follow in the backend today (docs/compiler.md); they join this
-// list as passes (issue 36).
+// Buffer assignment follows in the backend, on the scheduled module's steps (docs/compiler.md).
 #pragma once
 
 #include <functional>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "ir/module.h"
+#include "passes/pass.h"
 #include "passes/target.h"
 
 namespace axle::passes {
@@ -38,6 +40,10 @@ struct PipelineOptions {
   // Note [Fusion in the IR] in src/codegen/fuse_pass.cc; codegen::RegisterPasses() registers it):
   // the compiled backend's pipeline ends with it.
   bool fuse = false;
+  // Then schedule the fused module for the target (the `schedule` pass: the entry function's
+  // order and its nodes' schedule entries, Note [The schedule in the IR]; registered by the CPU
+  // backend, runtime::RegisterCpuPasses()).
+  bool schedule = false;
 };
 
 // One stage: passes run in order, the whole list repeated until no pass changes anything (at
@@ -50,7 +56,7 @@ struct PipelineStage {
 
 class Pipeline {
  public:
-  explicit Pipeline(std::vector<PipelineStage> stages);
+  explicit Pipeline(std::vector<PipelineStage> stages, PassContext context = {});
 
   const std::vector<PipelineStage>& stages() const { return stages_; }
 
@@ -72,6 +78,7 @@ class Pipeline {
 
  private:
   std::vector<PipelineStage> stages_;
+  PassContext context_;  // given to every pass
 };
 
 // The pipeline that compiles a module for `target`. Its stages depend on the options and, as

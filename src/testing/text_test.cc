@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "backends/cpu/compiled_backend.h"
 #include "codegen/passes.h"
 #include "core/error.h"
 #include "ir/parser.h"
@@ -17,13 +18,20 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The passes named on the `// RUN: --passes=a,b` line.
-std::vector<std::string> RunLinePasses(const std::string& text, const std::string& file) {
+// The passes named on the `// RUN: --passes=a,b [--target=SPEC]` line, and their context.
+std::vector<std::string> RunLinePasses(const std::string& text, const std::string& file, passes::PassContext& context) {
   const std::string key = "// RUN: --passes=";
   const size_t at = text.find(key);
   if (at == std::string::npos) Fail("{}: no '{}' line", file, key);
   const size_t end = text.find('\n', at);
-  std::stringstream ss(text.substr(at + key.size(), end - at - key.size()));
+  std::stringstream words(text.substr(at + key.size(), end - at - key.size()));
+  std::string list, word;
+  words >> list;
+  while (words >> word) {
+    if (word.rfind("--target=", 0) != 0) Fail("{}: RUN line: unknown option '{}' (expected --target=SPEC)", file, word);
+    context.target = passes::Target::Parse(word.substr(9));
+  }
+  std::stringstream ss(list);
   std::vector<std::string> passes;
   for (std::string p; std::getline(ss, p, ',');)
     if (!p.empty()) passes.push_back(p);
@@ -61,7 +69,10 @@ FileCheckResult RunTextTest(const std::string& file) {
   const std::string text = buf.str();
   std::unique_ptr<ir::Module> m = ir::ParseModule(text, file);
   codegen::RegisterPasses();  // `fuse`
-  passes::RunPasses(*m, RunLinePasses(text, file));
+  runtime::RegisterCpuPasses();  // `schedule`
+  passes::PassContext context;
+  const std::vector<std::string> names = RunLinePasses(text, file, context);
+  passes::RunPasses(*m, names, context);
   const std::string printed = ir::PrintModule(*m);
   FileCheckResult r = FileCheck(printed, text);
   if (!r.ok) r.message += "\n--- printed module:\n" + printed;

@@ -5,6 +5,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "backends/cpu/compiled_backend.h"
 #include "codegen/passes.h"
 #include "core/error.h"
 #include "ir/parser.h"
@@ -37,8 +38,11 @@ std::unique_ptr<ir::Module> LoadModule(const std::string& path) {
 }  // namespace axle::tools
 
 int main(int argc, char** argv) {
+  // The passes of higher layers join the registry before any command lists or runs them: the SPMD
+  // passes, `fuse` and the CPU backend's `schedule`.
   axle::spmd::RegisterPasses();
-  axle::codegen::RegisterPasses();  // and `fuse`  // the SPMD passes join the registry before any command lists or runs them
+  axle::codegen::RegisterPasses();
+  axle::runtime::RegisterCpuPasses();
   using namespace axle::tools;
   CLI::App app{"axle: the Axle compiler and training tool"};
   app.require_subcommand(1);

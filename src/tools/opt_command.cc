@@ -1,4 +1,4 @@
-// axle opt [--passes=a,b,c | --pipeline [--target=SPEC] [--exact-math]] [--list-passes] [-o OUT] FILE.axir
+// axle opt [--passes=a,b,c | --pipeline] [--target=SPEC] [--exact-math] [--list-passes] [-o OUT] FILE.axir
 // Parses and verifies FILE, runs the passes (verifying after each) and prints the module.
 // --pipeline runs the compiler's pipeline (passes::BuildPipeline), as the compiled backend and
 // the sharded step do: with the SPMD stages when the module has a mesh.
@@ -36,8 +36,10 @@ void AddOptCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner
                 "run the compiled backend's pipeline for --target, fusion included (the SPMD stages too when the "
                 "module has a mesh)");
   cmd->add_flag("--print-pipeline", opts->print_pipeline, "print the stages --pipeline runs instead of the module");
-  cmd->add_option("--target", opts->target, "with --pipeline: host (default), cpu-<N>t or cpu-<isa>-<N>t");
-  cmd->add_flag("--exact-math", opts->exact_math, "with --pipeline: no fast-math rewrites (as AXLE_FAST_MATH=0)");
+  cmd->add_option("--target", opts->target,
+                  "the target the passes compile for (the pipeline's stages, `schedule`): host (default), cpu-<N>t or "
+                  "cpu-<isa>-<N>t");
+  cmd->add_flag("--exact-math", opts->exact_math, "no fast-math rewrites (as AXLE_FAST_MATH=0)");
   cmd->add_option("-o,--output", opts->out, "write the module here instead of standard output");
   commands.emplace_back(cmd, [opts] {
     if (opts->list) {
@@ -55,14 +57,16 @@ void AddOptCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner
           passes::Target::Parse(opts->target),
           {.spmd = m->mesh().has_value() && m->mesh()->size() > 1,
            .fast_math = !opts->exact_math && flags::fast_math(),
-           .fuse = true});
+           .fuse = true,
+           .schedule = true});
       if (opts->print_pipeline) {
         std::fputs(pipeline.ToString().c_str(), stdout);
         return;
       }
       pipeline.Run(*m);
     } else {
-      passes::RunPasses(*m, opts->passes);
+      passes::RunPasses(*m, opts->passes,
+                        {passes::Target::Parse(opts->target), !opts->exact_math && flags::fast_math()});
     }
     std::string text = ir::PrintModule(*m);
     if (opts->out.empty()) {

@@ -107,6 +107,83 @@ TEST(ScheduleTest, TheDescribedScheduleIsTheExecutablesOwn) {
   }
 }
 
+// Note [Reading a schedule]: the pipeline's output is the scheduled module, and that module,
+// printed and parsed back, compiles to the same schedule and buffers without any pass planning it
+// again (a file holds the decisions).
+TEST(ScheduleTest, AScheduledModuleRunsAsWritten) {
+  const std::vector<std::string> files = testing::TextTestFiles(kDir, false);
+  ASSERT_GE(files.size(), 2u);
+  for (const std::string& file : files) {
+    auto m = ir::ParseModule(ReadFile(file), file);
+    for (const char* t : {"cpu-2t", "cpu-8t", "cpu-16t"}) {
+      const passes::Target target = passes::Target::Parse(t);
+      const CompiledStages stages = DescribeCompiledStages(*m, target, true);
+      auto scheduled = ir::ParseModule(stages.ir, "<scheduled>");
+      EXPECT_EQ(scheduled->scheduled_for(), target.ToString());
+      const CompiledStages again = DescribeCompiledStages(*scheduled, target, true);
+      EXPECT_EQ(again.ir, stages.ir) << file << " for " << t;
+      EXPECT_EQ(again.schedule, stages.schedule) << file << " for " << t;
+      EXPECT_EQ(again.buffers, stages.buffers) << file << " for " << t;
+    }
+  }
+}
+
+// Two products and two kernels, scheduled by hand for cpu-2t: `A` and `C` are replaced by each
+// case's entries.
+constexpr const char* kHandScheduled = R"(module @hand {schedule="TARGET"} {
+  func @main {
+    %x = parameter() {index=0} : f32[8,8]
+    %w = parameter() {index=1} : f32[8,8]
+    %a = dot_general(%x, %w) {lhs_contracting=[1], rhs_contracting=[0]} A : f32[8,8]
+    %b = dot_general(%B, %w) {lhs_contracting=[1], rhs_contracting=[0]} : f32[8,8]
+    %c = neg(%b) C : f32[8,8]
+    %d = neg(%x) : f32[8,8]
+    return %c, %d
+  }
+})";
+
+std::string HandScheduled(const std::string& a, const std::string& c, const std::string& b_reads = "x",
+                          const std::string& target = "cpu-avx2-2t") {
+  std::string text = kHandScheduled;
+  for (const auto& [key, value] : {std::pair<std::string, std::string>{"TARGET", target}, {" A :", " " + a + " :"},
+                                   {"%B", "%" + b_reads}, {" C :", " " + c + " :"}})
+    text.replace(text.find(key), key.size(), value);
+  return text;
+}
+
+// A schedule read from a file is checked before anything runs: each broken entry is an error
+// naming the node and the entry. Legality is checked, not size: two 8 x 8 products, far below
+// what the planner pairs, may be written as a pair.
+TEST(ScheduleTest, AWrittenScheduleIsChecked) {
+  const passes::Target t2 = passes::Target::Parse("cpu-2t");
+  const std::string paired = DescribeCompiledStages(*ir::ParseModule(HandScheduled("sched{pair=[0, 0]}", "")), t2, true).schedule;
+  EXPECT_NE(paired.find("2 products paired"), std::string::npos) << paired;
+  const struct {
+    std::string a, c, b_reads, target, error;
+  } cases[] = {
+      {"sched{pair=[0, 0]}", "", "a", "cpu-avx2-2t", "node #2 (dot_general -> %a) at <hand>:5: sched{pair=...}: this step and the next are not two whole products"},
+      {"sched{pair=[5, 0]}", "", "x", "cpu-avx2-2t", "would run past the last step"},
+      {"sched{pair=[0, 1]}", "", "x", "cpu-avx2-2t", "node #4 (neg -> %c) at <hand>:7 is not a generated kernel that may run beside the pair"},
+      {"sched{pair=1}", "", "x", "cpu-avx2-2t", "sched{pair=...} expects 2 non-negative integers"},
+      {"sched{chain=[2, 4]}", "", "a", "cpu-avx2-2t", "a chain starts at a product cut into 4 slices"},
+      {"", "sched{group=2}", "x", "cpu-avx2-2t", "cannot run in the group's loop"},
+      {"sched{fold=read}", "", "x", "cpu-avx2-2t", "no product reads or writes this copy's values through a view"},
+      {"sched{lhs_view=[0, 8, 1]}", "", "x", "cpu-avx2-2t", "sched{lhs_view=[0, 8, 1]}, but the folded copies give this product the view []"},
+      {"sched{wobble=1}", "", "x", "cpu-avx2-2t", "unknown schedule entry 'wobble'"},
+      {"", "", "x", "cpu-avx2-8t", "@hand was scheduled for cpu-avx2-8t, but the compiled backend runs it for cpu-avx2-2t"},
+  };
+  for (const auto& c : cases) {
+    const std::string text = HandScheduled(c.a, c.c, c.b_reads, c.target);
+    auto m = ir::ParseModule(text, "<hand>");
+    try {
+      DescribeCompiledStages(*m, t2, true);
+      ADD_FAILURE() << "no error for:\n" << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(c.error), std::string::npos) << e.what() << "\nexpected: " << c.error;
+    }
+  }
+}
+
 // The planner's thresholds are the target's (passes::CpuScheduleParams), not file constants: a
 // target that asks for larger products pairs none, and one that allows a group 2 pieces' worth of
 // grain cuts its 40000 + 4096 elements into 3 pieces instead of 4.

@@ -81,7 +81,7 @@ TEST_F(CliTest, CompileShowsIrKernelsAndCpp) {
   EXPECT_EQ(sixteen.output.rfind("schedule @layer_norm_backward for cpu-avx512-16t: ", 0), 0u) << sixteen.output;
   RunResult exact = RunAxle("compile --emit=pipeline --exact-math " + file);
   ASSERT_EQ(exact.status, 0) << exact.output;
-  EXPECT_EQ(exact.output, "simplify x8: simplify, dot-transpose-fold, fold, cse, dce\nfuse: fuse, dce\n");
+  EXPECT_EQ(exact.output, "simplify x8: simplify, dot-transpose-fold, fold, cse, dce\nfuse: fuse, dce\nschedule: schedule\n");
   RunResult bad_target = RunAxle("compile --target=gpu-4t " + file);
   EXPECT_EQ(bad_target.status, 1);
   EXPECT_NE(bad_target.output.find("target 'gpu-4t': only cpu targets exist"), std::string::npos) << bad_target.output;
@@ -95,7 +95,8 @@ TEST_F(CliTest, OptRunsTheCompilersPipeline) {
   EXPECT_EQ(stages.output,
             "simplify x8: simplify, dot-transpose-fold, fold, cse, dce\n"
             "fast-math: split-reductions, scatter-accumulate, dce\n"
-            "fuse: fuse, dce\n");
+            "fuse: fuse, dce\n"
+            "schedule: schedule\n");
   RunResult piped = RunAxle("opt --pipeline " + file);
   RunResult compiled = RunAxle("compile --emit=ir " + file);
   ASSERT_EQ(piped.status, 0) << piped.output;
@@ -103,6 +104,21 @@ TEST_F(CliTest, OptRunsTheCompilersPipeline) {
   RunResult both = RunAxle("opt --pipeline --passes=dce " + file);
   EXPECT_EQ(both.status, 1);
   EXPECT_NE(both.output.find("--passes and --pipeline exclude each other"), std::string::npos) << both.output;
+  // Note [Reading a schedule]: the schedule written by `axle opt` is the one `axle compile` runs,
+  // and a file scheduled for one target is refused for another.
+  const std::string scheduled = (dir_ / "scheduled.axir").string();
+  const std::string pc = Src("tests/runtime/schedules/pairs_and_chains.axir");
+  ASSERT_EQ(RunAxle("opt --passes=fuse,schedule --target=cpu-2t " + pc + " -o " + scheduled).status, 0);
+  RunResult planned = RunAxle("compile --emit=schedule --target=cpu-2t " + pc);
+  RunResult read = RunAxle("compile --emit=schedule --target=cpu-2t " + scheduled);
+  ASSERT_EQ(read.status, 0) << read.output;
+  EXPECT_EQ(read.output, planned.output);
+  EXPECT_NE(read.output.find("pair with"), std::string::npos) << read.output;
+  RunResult other = RunAxle("compile --emit=schedule --target=cpu-8t " + scheduled);
+  EXPECT_EQ(other.status, 1);
+  EXPECT_NE(other.output.find("was scheduled for cpu-avx2-2t, but the compiled backend runs it for cpu-avx2-8t"),
+            std::string::npos)
+      << other.output;
 }
 
 TEST_F(CliTest, RunErrorsExitOne) {

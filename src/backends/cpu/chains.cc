@@ -69,8 +69,9 @@ bool ReadsAny(const Step& st, const std::unordered_set<int>& slots) {
   return std::any_of(st.operands.begin(), st.operands.end(), [&](int s) { return slots.count(s) > 0; });
 }
 
+}  // namespace
+
 // How a product is cut into `slices` slices: by batch items, by blocks of rows, or not at all.
-enum class Cut { kNone, kItems, kRows };
 Cut ProductCut(const Step& st, int64_t slices, int threads) {
   if (st.kind != Step::kKernel || !st.kernel.fn || st.kernel.in_place || st.node->op() != OpKind::kDotGeneral)
     return Cut::kNone;
@@ -79,12 +80,16 @@ Cut ProductCut(const Step& st, int64_t slices, int threads) {
   return Cut::kNone;
 }
 
+namespace {
+
 // A generated kernel whose loop a chain can cut into `slices` equal slices.
 bool SliceableKernel(const Step& st, int64_t slices) {
   if (st.kind != Step::kGenerated) return false;
   const GeneratedKernel& g = *st.generated;
   return g.fn != nullptr && !g.is_copy && g.row_blocks == 1 && g.elements > 0 && g.elements % slices == 0;
 }
+
+}  // namespace
 
 // Whether member-to-be `st` reads each of the chain's values (`internal`) by its slices. A value
 // written through a view (`viewed`) is not in its slices' layout, nor one read through a view.
@@ -117,7 +122,6 @@ bool ReadsBySlices(const Step& st, int64_t slices, int threads, const std::unord
   return true;
 }
 
-}  // namespace
 
 bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
   const int threads = target_.threads;

@@ -69,6 +69,9 @@ struct Lowered {
 // wrong module.
 std::unique_ptr<ir::Module> Optimize(const ir::Module& module, const passes::Target& target, bool fast_math,
                                      DiskCache* cache, CompileInfo* info) {
+  // A scheduled module is the pipeline's output already (Note [Reading a schedule]): it runs as
+  // written, its schedule checked by the executor, and no pass runs.
+  if (!module.scheduled_for().empty()) return module.Clone();
   const std::string key =
       cache == nullptr ? "" : DiskCache::MakeKey(fmt::format("ir-{}-{}-{}", ir::HashModule(module).ToHex(),
                                                              target.ToString(), fast_math ? "fast" : "exact"));
@@ -88,7 +91,8 @@ std::unique_ptr<ir::Module> Optimize(const ir::Module& module, const passes::Tar
   }
   std::unique_ptr<ir::Module> m = module.Clone();
   codegen::RegisterPasses();
-  passes::BuildPipeline(target, {.fast_math = fast_math, .fuse = true}).Run(*m);
+  RegisterCpuPasses();
+  passes::BuildPipeline(target, {.fast_math = fast_math, .fuse = true, .schedule = true}).Run(*m);
   if (cache != nullptr) cache->Put(key, ir::PrintModule(*m));
   return m;
 }
@@ -233,7 +237,7 @@ std::unique_ptr<Backend> NewCompiledBackend(DiskCache* cache, const passes::Targ
 
 CompiledStages DescribeCompiledStages(const ir::Module& module, const passes::Target& target, bool fast_math) {
   CompiledStages out;
-  out.pipeline = passes::BuildPipeline(target, {.fast_math = fast_math, .fuse = true}).ToString();
+  out.pipeline = passes::BuildPipeline(target, {.fast_math = fast_math, .fuse = true, .schedule = true}).ToString();
   Lowered lowered = Lower(module, target, fast_math);
   out.ir = ir::PrintModule(*lowered.module);
   out.kernels = codegen::DescribeKernels(lowered.kernels);
@@ -242,6 +246,16 @@ CompiledStages DescribeCompiledStages(const ir::Module& module, const passes::Ta
   out.schedule = exe->DescribeSchedule();
   out.buffers = exe->DescribeBuffers();
   return out;
+}
+
+void ScheduleFusedModule(ir::Module& module, const passes::Target& target, bool fast_math) {
+  if (module.entry() == nullptr) Fail("schedule: module @{} has no entry function", module.name());
+  Lowered lowered;
+  lowered.module = module.Clone();
+  lowered.kernels = codegen::KernelsOf(*lowered.module->entry());
+  lowered.emitted = codegen::EmitCpp(lowered.kernels, {.exact_math = !fast_math});
+  const std::unique_ptr<Executable> exe = Assemble(std::move(lowered), nullptr, target);
+  internal::WriteSchedule(*exe, module);
 }
 
 }  // namespace axle::runtime

@@ -29,4 +29,10 @@ struct CompiledStages {
 };
 CompiledStages DescribeCompiledStages(const ir::Module& module, const passes::Target& target, bool fast_math);
 
+// Note [The schedule in the IR]: plans `module` (fused, without a schedule) for `target` as the
+// executor does and writes the plan into it (the `schedule` pass, schedule_pass.cc).
+void ScheduleFusedModule(ir::Module& module, const passes::Target& target, bool fast_math);
+// Registers the CPU backend's passes (`schedule`) with passes::CreatePass, once.
+void RegisterCpuPasses();
+
 }  // namespace axle::runtime

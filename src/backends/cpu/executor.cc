@@ -62,6 +62,7 @@
 #include <unordered_map>
 
 #include "backends/cpu/blas.h"
+#include "backends/cpu/cpu_flags.h"
 #include "backends/cpu/executor_internal.h"
 #include "backends/cpu/kernels.h"
 #include "ir/interpreter.h"
@@ -95,6 +96,15 @@ int64_t MaxKeptBytes() {
     return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / 8 : int64_t{1} << 30;
   }();
   return most;
+}
+
+void CpuExecutable::DecideSchedule() {
+  if (flags::views()) copies_folded_ = FoldViews(steps_, is_result_, &folded_);
+  MarkPairs(steps_, target_);
+  MarkChains(steps_);
+  HoistBesidePairs(steps_);
+  MarkBesidePairs(steps_);
+  MarkGroups(steps_);
 }
 
 void CpuExecutable::Plan(std::vector<PlanItem> items) {
@@ -194,23 +204,16 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
     result_slots_.push_back(it->second);
     is_result_[static_cast<size_t>(it->second)] = true;
   }
-  // Steps that move (Note [Batch-sliced chains], Note [Kernels beside a pair]) have their slots'
-  // last uses counted again in the new order.
-  auto recount = [&] {
-    for (size_t p = 0; p < steps_.size(); ++p) {
-      Step& st = steps_[p];
-      st.index = p;
-      for (int s : st.operands) last_use[static_cast<size_t>(s)] = p;
-      for (int s : st.results) last_use[static_cast<size_t>(s)] = p;
-    }
-    for (size_t p = 0; p < steps_.size(); ++p)
-      for (int s : steps_[p].operands) last_use[static_cast<size_t>(s)] = std::max(last_use[static_cast<size_t>(s)], p);
-  };
-  copies_folded_ = FoldViews(steps_, is_result_);
-  if (copies_folded_ > 0) recount();
-  MarkPairs(steps_, target_);
-  if (MarkChains(steps_)) recount();
-  if (HoistBesidePairs(steps_)) recount();
+  if (module_->scheduled_for().empty()) DecideSchedule();
+  else ReadSchedule();
+  // Each slot's last use in the final order (steps moved, copies folded), and the slots freed at it.
+  std::fill(last_use.begin(), last_use.end(), 0);
+  for (size_t p = 0; p < steps_.size(); ++p) {
+    Step& st = steps_[p];
+    st.index = p;
+    for (int s : st.operands) last_use[static_cast<size_t>(s)] = p;
+    for (int s : st.results) last_use[static_cast<size_t>(s)] = std::max(last_use[static_cast<size_t>(s)], p);
+  }
   for (Step& st : steps_) {
     auto add = [&](int s) {
       if (!is_result_[static_cast<size_t>(s)] && last_use[static_cast<size_t>(s)] == st.index &&
@@ -220,8 +223,6 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
     for (int s : st.operands) add(s);
     for (int s : st.results) add(s);
   }
-  MarkBesidePairs(steps_);
-  MarkGroups(steps_);
   std::vector<bool> is_param(slot_bytes_.size(), false), is_constant(slot_bytes_.size(), false);
   for (size_t p = 0; p < steps_.size(); ++p) {
     steps_[p].index = p;

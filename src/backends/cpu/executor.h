@@ -106,6 +106,12 @@ struct PlannedBuffers {
 };
 PlannedBuffers BuffersOf(const Executable& exe);
 
+namespace internal {
+// Note [The schedule in the IR] (schedule_pass.cc): writes the plan of `exe` (a planned
+// executable) into `out`, a module equal to the one it planned.
+void WriteSchedule(const Executable& exe, ir::Module& out);
+}  // namespace internal
+
 // The process-wide "cpu" backend (registered in src/backends/registry.cc).
 Backend& CpuBackend();
 

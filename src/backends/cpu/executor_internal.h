@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "backends/cpu/executor.h"
@@ -127,6 +128,10 @@ class CpuExecutable final : public Executable {
   std::string DescribeSchedule() const override;  // schedule.cc
   std::string DescribeBuffers() const override { return buffer_plan_.ToString(buffer_problem_); }
   PlannedBuffers buffers() const { return {&buffer_problem_, &buffer_plan_}; }
+  // Note [The schedule in the IR] (schedule_pass.cc): writes this plan into `out`, a module equal
+  // to the one it was planned from (its entry's nodes at the same positions): the entry's new
+  // order, each step's schedule entries, and the target.
+  void WriteSchedule(ir::Module& out) const;
 
  private:
   // The state of one Execute: executes may run concurrently (one per device), so nothing of it
@@ -140,6 +145,14 @@ class CpuExecutable final : public Executable {
   };
 
   void Plan(std::vector<PlanItem> items);
+  // The schedule of an unscheduled module: views, pairs, chains, hoisting, fillers, groups, each
+  // decided for target_ (Notes in views.cc, pairs.cc, chains.cc, groups.cc).
+  void DecideSchedule();
+  // A scheduled module's (Note [Reading a schedule], schedule_pass.cc): the steps are in the
+  // module's order; each entry is checked and applied.
+  void ReadSchedule();
+  // Members [k, j) of a group: the slots more than one reads, its pieces, whether it splits.
+  void FinishGroup(std::vector<Step>& steps, size_t k, size_t j) const;
   // Note [Buffer assignment]: the steps as a buffer problem, and its plan.
   void AssignBuffers(const std::vector<bool>& is_param, const std::vector<bool>& is_constant);
   bool MarkChains(std::vector<Step>& steps) const;  // Note [Batch-sliced chains]; true when steps moved
@@ -205,6 +218,7 @@ class CpuExecutable final : public Executable {
   std::vector<std::string> param_names_;
   bool has_collectives_ = false;
   int copies_folded_ = 0;  // Note [Products into views]
+  std::vector<struct FoldedCopy> folded_;  // which ones, for WriteSchedule
   ExecuteStats stats_;  // of the last Execute (not ExecuteOnDevice)
   CpuScheduleStats schedule_stats_;
   // Note [Buffer assignment] (passes/buffer_assignment.h): where each slot lives.
@@ -223,13 +237,32 @@ class CpuExecutable final : public Executable {
   int64_t runs_ = 0;
 };
 
-// Note [Products into views] (views.cc): removes the copies that products can do without;
-// returns how many.
-int FoldViews(std::vector<Step>& steps, const std::vector<bool>& is_result);
+// Note [Products into views] (views.cc): a copy that FoldViews removed, and how: its readers
+// read its input through views, or (written) its input's writers write its result through views.
+struct FoldedCopy {
+  const Node* node;
+  bool written;
+};
+// Removes the copies that products can do without; returns how many, and lists them.
+int FoldViews(std::vector<Step>& steps, const std::vector<bool>& is_result, std::vector<FoldedCopy>* folded);
 
 // Note [Products side by side] (pairs.cc): marks the pairs for a two-thread target.
 void MarkPairs(std::vector<Step>& steps, const passes::Target& target);
-// Whether MarkPairs would pair consecutive steps a and b for `target`.
+// Whether MarkPairs would pair consecutive steps a and b for `target`; PairLegal: whether a and
+// b may run as a pair at all (two whole products, b not reading a), whatever their sizes.
 bool Pairable(const Step& a, const Step& b, const passes::Target& target);
+bool PairLegal(const Step& a, const Step& b);
+// Note [Kernels beside a pair]: whether st may run beside a pair's products (a whole generated
+// kernel, not a copy), whatever its size.
+bool FillerLegal(const Step& st);
+// Note [Batch-sliced chains] (chains.cc): how a product is cut into a chain's slices.
+enum class Cut { kNone, kItems, kRows };
+Cut ProductCut(const Step& st, int64_t slices, int threads);
+// Whether step st, which reads some of `internal` (the slots earlier members of a chain of
+// `slices` slices write), reads them slice by slice.
+bool ReadsBySlices(const Step& st, int64_t slices, int threads, const std::unordered_set<int>& internal,
+                   const std::unordered_set<int>& viewed);
+// Note [Independent kernels as one loop] (groups.cc): whether st may join a group.
+bool Groupable(const Step& st);
 
 }  // namespace axle::runtime::internal

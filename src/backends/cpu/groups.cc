@@ -29,13 +29,13 @@ namespace axle::runtime::internal {
 // the same code whatever piece it falls in, so the bits do not change. An input that dies in the
 // group may become its own kernel's output (in place) only if no other kernel of the group reads
 // it. AXLE_GROUPS=0 runs them one call each.
-namespace {
-
 bool Groupable(const Step& st) {
   if (st.kind != Step::kGenerated || st.chain.member || st.chain.steps > 0 || st.pair.next) return false;
   const GeneratedKernel& g = *st.generated;
   return g.fn != nullptr && !g.is_copy && !g.reduction && g.row_blocks == 1 && g.elements > 0;
 }
+
+namespace {
 
 bool ReadsAnyOf(const Step& st, const std::unordered_set<int>& slots) {
   return std::any_of(st.operands.begin(), st.operands.end(), [&](int s) { return slots.count(s) > 0; });
@@ -64,29 +64,33 @@ void CpuExecutable::MarkGroups(std::vector<Step>& steps) const {
     size_t j = k + 1;
     for (; j < steps.size() && Groupable(steps[j]) && !ReadsAnyOf(steps[j], made); ++j)
       made.insert(steps[j].results.begin(), steps[j].results.end());
-    if (j - k >= 2) {
-      steps[k].group.steps = static_cast<int>(j - k);
-      std::unordered_set<int> seen;
-      for (size_t i = k; i < j; ++i)
-        for (int s : std::unordered_set<int>(steps[i].operands.begin(), steps[i].operands.end()))
-          if (!seen.insert(s).second) steps[k].group.shared.push_back(s);
-      int64_t total = 0;
-      for (size_t i = k; i < j; ++i) total += steps[i].generated->elements;
-      for (size_t i = k; i < j; ++i) {
-        const GeneratedKernel& g = *steps[i].generated;
-        const int64_t chunk = g.min_chunk > 0 ? g.min_chunk : kParallelElements;
-        const int64_t grain = std::max({int64_t{1}, chunk / 2, (total + target_.cpu.group_max_pieces - 1) / target_.cpu.group_max_pieces});
-        for (int64_t b = 0; b < g.elements; b += grain)
-          steps[k].group.pieces.push_back({static_cast<int>(i - k), b, std::min(g.elements, b + grain)});
-      }
-      steps[k].group.parallel = total >= kParallelElements && steps[k].group.pieces.size() > 1;
-      if (profile::Labeling()) {
-        std::string label;
-        for (size_t i = k; i < j; ++i) label += (i > k ? "; " : "") + steps[i].label;
-        steps[k].chain_label = fmt::format("group/{}{{{}}}", j - k, label);
-      }
-    }
+    if (j - k >= 2) FinishGroup(steps, k, j);
     k = j;
+  }
+}
+
+void CpuExecutable::FinishGroup(std::vector<Step>& steps, size_t k, size_t j) const {
+  Step& first = steps[k];
+  first.group.steps = static_cast<int>(j - k);
+  std::unordered_set<int> seen;
+  for (size_t i = k; i < j; ++i)
+    for (int s : std::unordered_set<int>(steps[i].operands.begin(), steps[i].operands.end()))
+      if (!seen.insert(s).second) first.group.shared.push_back(s);
+  int64_t total = 0;
+  for (size_t i = k; i < j; ++i) total += steps[i].generated->elements;
+  const int64_t most = target_.cpu.group_max_pieces;
+  for (size_t i = k; i < j; ++i) {
+    const GeneratedKernel& g = *steps[i].generated;
+    const int64_t chunk = g.min_chunk > 0 ? g.min_chunk : kParallelElements;
+    const int64_t grain = std::max({int64_t{1}, chunk / 2, (total + most - 1) / most});
+    for (int64_t b = 0; b < g.elements; b += grain)
+      first.group.pieces.push_back({static_cast<int>(i - k), b, std::min(g.elements, b + grain)});
+  }
+  first.group.parallel = total >= kParallelElements && first.group.pieces.size() > 1;
+  if (profile::Labeling()) {
+    std::string label;
+    for (size_t i = k; i < j; ++i) label += (i > k ? "; " : "") + steps[i].label;
+    first.chain_label = fmt::format("group/{}{{{}}}", j - k, label);
   }
 }
 

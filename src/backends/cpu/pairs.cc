@@ -38,20 +38,25 @@ int64_t ProductMacs(const Node& n) {
 
 }  // namespace
 
-bool Pairable(const Step& a, const Step& b, const passes::Target& target) {
-  if (target.threads != 2) return false;
+bool PairLegal(const Step& a, const Step& b) {
   auto product = [&](const Step& st) {
     return st.kind == Step::kKernel && !st.chain.member && st.kernel.fn && !st.kernel.in_place &&
-           st.node->op() == OpKind::kDotGeneral && st.into == nullptr &&
-           ProductMacs(*st.node) >= target.cpu.pair_min_macs &&
+           st.node->op() == OpKind::kDotGeneral && st.into == nullptr;
+  };
+  return product(a) && product(b) && std::none_of(b.operands.begin(), b.operands.end(), [&](int s) {
+           return std::find(a.results.begin(), a.results.end(), s) != a.results.end();
+         });
+}
+
+bool Pairable(const Step& a, const Step& b, const passes::Target& target) {
+  if (target.threads != 2 || !PairLegal(a, b)) return false;
+  auto sized = [&](const Step& st) {
+    return ProductMacs(*st.node) >= target.cpu.pair_min_macs &&
            st.node->result()->shape().NumElements() <= target.cpu.pair_max_result_elements;
   };
-  if (!product(a) || !product(b)) return false;
+  if (!sized(a) || !sized(b)) return false;
   const int64_t ma = ProductMacs(*a.node), mb = ProductMacs(*b.node);
-  if (std::max(ma, mb) > 2 * std::min(ma, mb)) return false;
-  return std::none_of(b.operands.begin(), b.operands.end(), [&](int s) {
-    return std::find(a.results.begin(), a.results.end(), s) != a.results.end();
-  });
+  return std::max(ma, mb) <= 2 * std::min(ma, mb);
 }
 
 void MarkPairs(std::vector<Step>& steps, const passes::Target& target) {
@@ -99,8 +104,16 @@ namespace {
 // follower and however it is cut, it computes the same values (Note [Pool chunks]), so the bits
 // do not depend on how far the thread got.
 
+}  // namespace
+
+bool FillerLegal(const Step& st) {
+  return st.kind == Step::kGenerated && !st.chain.member && !st.generated->is_copy && st.generated->fn != nullptr;
+}
+
+namespace {
+
 bool IsFillerKind(const Step& st, const std::vector<int64_t>& slot_bytes, const passes::CpuScheduleParams& p) {
-  if (st.kind != Step::kGenerated || st.chain.member || st.generated->is_copy || st.generated->fn == nullptr) return false;
+  if (!FillerLegal(st)) return false;
   int64_t bytes = 0;
   for (int s : st.operands) bytes += slot_bytes[static_cast<size_t>(s)];
   return bytes <= p.filler_max_elements * 4;

@@ -36,6 +36,7 @@ std::string CpuExecutable::DescribeSchedule() const {
     else for (const Value* v : st.node->results()) results.push_back(v);
     for (size_t r = 0; r < results.size() && r < st.results.size(); ++r)
       if (value_of[static_cast<size_t>(st.results[r])] == nullptr) value_of[static_cast<size_t>(st.results[r])] = results[r];
+    if (st.into != nullptr) value_of[static_cast<size_t>(st.results[0])] = st.into;  // written through a view
   }
   auto name = [&](int s) {
     const Value* v = value_of[static_cast<size_t>(s)];

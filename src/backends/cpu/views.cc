@@ -164,8 +164,7 @@ bool PlainProduct(const Step& st) {
 
 }  // namespace
 
-int FoldViews(std::vector<Step>& steps, const std::vector<bool>& is_result) {
-  if (!flags::views()) return 0;
+int FoldViews(std::vector<Step>& steps, const std::vector<bool>& is_result, std::vector<FoldedCopy>* folded_copies) {
   std::unordered_map<int, size_t> producer;
   std::unordered_map<int, std::vector<size_t>> readers;
   for (size_t k = 0; k < steps.size(); ++k) {
@@ -204,12 +203,13 @@ int FoldViews(std::vector<Step>& steps, const std::vector<bool>& is_result) {
     if (!through || !producer.count(in) || !only_reader(in, k)) return std::nullopt;
     return product_writer(producer.at(in), static_cast<int64_t>(k), *through);
   };
+  std::vector<bool> written(steps.size(), false);  // elided copies whose results products write
   auto write = [&](const Writer& w, int slot, const Value* into) {
     Step& d = steps[w.product];
     d.views.out = w.view;
     d.into = into;
     d.results = {slot};
-    if (w.copy >= 0) elided[static_cast<size_t>(w.copy)] = true;
+    if (w.copy >= 0) elided[static_cast<size_t>(w.copy)] = written[static_cast<size_t>(w.copy)] = true;
   };
   // Concatenations written by their operands' products.
   for (size_t k = 0; k < steps.size(); ++k) {
@@ -232,7 +232,7 @@ int FoldViews(std::vector<Step>& steps, const std::vector<bool>& is_result) {
     }
     if (writers.size() != c.operands.size()) continue;
     for (const Writer& w : writers) write(w, c.results[0], into);
-    elided[k] = true;
+    elided[k] = written[k] = true;
   }
   // Transposes of a product's result written by the product.
   for (size_t k = 0; k < steps.size(); ++k) {
@@ -280,6 +280,7 @@ int FoldViews(std::vector<Step>& steps, const std::vector<bool>& is_result) {
   for (size_t k = 0; k < steps.size(); ++k) {
     if (elided[k]) {
       ++folded;
+      if (folded_copies != nullptr) folded_copies->push_back({steps[k].node, written[k]});
       continue;
     }
     kept.push_back(std::move(steps[k]));

@@ -1,0 +1,329 @@
+// The CPU backend's schedule as IR: the `schedule` pass writes the executor's plan into the fused
+// module (WriteSchedule), and the executor of a scheduled module reads it back (ReadSchedule).
+//
+// Note [Reading a schedule]
+// The `schedule` pass plans the fused module for its target as the executor always did (views,
+// pairs, chains, hoisting, fillers and followers, groups: the Notes of views.cc, pairs.cc,
+// chains.cc and groups.cc) and writes what it decided into the module (Note [The schedule in the
+// IR], ir/module.h):
+//
+//   module @m {schedule="cpu-avx2-2t"} {
+//     func @main {
+//       ...
+//       %a = dot_general(%x, %w1) {...} sched{pair=[0, 0]} : f32[256,256]     with the next step
+//       %b = dot_general(%x, %w2) {...} : f32[256,256]
+//       %s = dot_general(%q, %k) {...} sched{chain=[3, 8]} : f32[2,4,32,32]   3 steps in 8 slices
+//       %n1 = fusion(%p1, %g1) {...} sched{group=2} : f32[40000]               2 kernels, one loop
+//       %q2 = fusion(%qkv) {...} sched{fold=read} : f32[...]     products read %qkv through views
+//       %o = dot_general(%q2, %k2) {...} sched{lhs_view=[0, 2304, 1]} : ...    [offset, strides]
+//
+// The entry function's node order is the order the steps run in; pair=[fillers, followers] runs
+// the product with the next one and then that many kernels beside them (Note [Kernels beside a
+// pair], Note [Followers of a pair]); chain=[steps, slices] and group=steps cover the steps that
+// follow. A module that carries a schedule is executed as written: `axle opt --passes=schedule`
+// prints the decisions, and a file can state or change them. So the executor checks every entry
+// before running any: the schedule must be for the executable's target; a region must be made of
+// steps that may run that way (two whole products, the second not reading the first; fillers
+// that read neither product; chain members that read the chain's values slice by slice; group
+// members that read none of one another's results), whatever their sizes (sizes are the
+// planner's business, legality the executor's); views are derived from the module again and must
+// be exactly the ones written, since a view that no fold produces would read or write the wrong
+// elements. A schedule that fails a check is an error naming the node and the entry, never a
+// wrong answer. Group pieces, the slots a group's members share and each value's last use follow
+// from the steps and are not written.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <mutex>
+#include <queue>
+#include <unordered_map>
+
+#include "backends/cpu/compiled_backend.h"
+#include "backends/cpu/executor_internal.h"
+#include "passes/pass.h"
+#include "runtime/profile.h"
+
+namespace axle::runtime {
+namespace internal {
+namespace {
+
+std::vector<int64_t> ViewInts(const cpu::View& v) {
+  std::vector<int64_t> out{v.offset};
+  out.insert(out.end(), v.strides.begin(), v.strides.end());
+  return out;
+}
+
+bool IsViewKey(std::string_view key) { return key == "lhs_view" || key == "rhs_view" || key == "out_view"; }
+
+bool ReadsAnyOf(const Step& st, const std::vector<int>& slots) {
+  return std::any_of(st.operands.begin(), st.operands.end(),
+                     [&](int s) { return std::find(slots.begin(), slots.end(), s) != slots.end(); });
+}
+
+}  // namespace
+
+void CpuExecutable::WriteSchedule(ir::Module& out) const {
+  ir::Function& f = *out.entry();
+  const auto& mine = f_->nodes();
+  const auto& theirs = f.nodes();
+  AXLE_CHECK(mine.size() == theirs.size(), "WriteSchedule: @{} has {} nodes, the planned module {}", f.name(),
+             theirs.size(), mine.size());
+  std::unordered_map<const Node*, size_t> pos;
+  for (size_t i = 0; i < mine.size(); ++i) pos[mine[i].get()] = i;
+  auto node = [&](const Node* n) { return theirs[pos.at(n)].get(); };
+  for (const Step& st : steps_) {
+    std::vector<ir::ScheduleEntry> e;
+    if (st.pair.next) e.push_back({"pair", {st.pair.fillers, st.pair.followers}, ""});
+    if (st.chain.steps > 0) e.push_back({"chain", {st.chain.steps, st.chain.slices}, ""});
+    if (st.group.steps > 0) e.push_back({"group", {st.group.steps}, ""});
+    if (!st.views.lhs.plain()) e.push_back({"lhs_view", ViewInts(st.views.lhs), ""});
+    if (!st.views.rhs.plain()) e.push_back({"rhs_view", ViewInts(st.views.rhs), ""});
+    if (!st.views.out.plain()) e.push_back({"out_view", ViewInts(st.views.out), ""});
+    node(st.node)->set_schedule(std::move(e));
+  }
+  for (const FoldedCopy& c : folded_) node(c.node)->set_schedule({{"fold", {}, c.written ? "write" : "read"}});
+  // The order: the steps' nodes in step order, each folded copy as soon as its operands exist
+  // (before any step that reads it: a product reading a folded slice reads the slice's input,
+  // and a step reading a folded transpose or concatenation reads the buffer its writers filled).
+  std::unordered_map<const Node*, int64_t> key;  // step index; -1: a folded copy, first when ready
+  for (size_t p = 0; p < steps_.size(); ++p) key[steps_[p].node] = static_cast<int64_t>(p);
+  std::unordered_map<const Node*, int> waiting;
+  std::unordered_map<const Node*, std::vector<const Node*>> users;
+  for (const auto& n : mine) {
+    std::vector<const Node*> producers;
+    for (const Value* v : n->operands())
+      if (std::find(producers.begin(), producers.end(), v->node()) == producers.end()) producers.push_back(v->node());
+    waiting[n.get()] = static_cast<int>(producers.size());
+    for (const Node* p : producers) users[p].push_back(n.get());
+  }
+  using Ready = std::pair<int64_t, size_t>;  // (key, position)
+  std::priority_queue<Ready, std::vector<Ready>, std::greater<>> ready;
+  auto key_of = [&](const Node* n) {
+    const auto it = key.find(n);
+    return it == key.end() ? int64_t{-1} : it->second;
+  };
+  for (const auto& n : mine)
+    if (waiting[n.get()] == 0) ready.push({key_of(n.get()), pos[n.get()]});
+  std::vector<const Node*> order;
+  while (!ready.empty()) {
+    const Node* n = mine[ready.top().second].get();
+    ready.pop();
+    order.push_back(n);
+    for (const Node* u : users[n])
+      if (--waiting[u] == 0) ready.push({key_of(u), pos[u]});
+  }
+  AXLE_CHECK(order.size() == mine.size(), "WriteSchedule: @{}: {} of {} nodes ordered", f.name(), order.size(),
+             mine.size());
+  // The steps keep their order (each one's operands exist before it in step order).
+  std::vector<Node*> reordered;
+  int64_t last = -1;
+  for (const Node* n : order) {
+    if (const int64_t k = key_of(n); k >= 0) {
+      AXLE_CHECK(k > last, "WriteSchedule: @{}: step {} would run after step {}", f.name(), k, last);
+      last = k;
+    }
+    reordered.push_back(node(n));
+  }
+  f.Reorder(reordered);
+  out.set_scheduled_for(target_.ToString());
+}
+
+void CpuExecutable::ReadSchedule() {
+  if (module_->scheduled_for() != target_.ToString())
+    Fail("@{} was scheduled for {}, but the {} backend runs it for {}: schedule it for this target "
+         "(axle opt --passes=schedule --target={}) or remove its schedule attribute and sched{{...}} entries",
+         module_->name(), module_->scheduled_for(), backend_, target_.ToString(), target_.ToString());
+  std::unordered_map<const Node*, size_t> pos_of;
+  for (size_t i = 0; i < f_->nodes().size(); ++i) pos_of[f_->nodes()[i].get()] = i;
+  auto where = [&](const Node* n) {
+    std::string names;
+    for (const Value* v : n->results())
+      if (!v->name().empty()) names += (names.empty() ? " %" : ", %") + v->name();
+    return fmt::format("@{}: node #{} ({}{}){}", f_->name(), pos_of.at(n), n->name(), names.empty() ? "" : " ->" + names,
+                       n->loc().line > 0 ? fmt::format(" at {}:{}", n->loc().file, n->loc().line) : "");
+  };
+  auto ints = [&](const Node* n, const ir::ScheduleEntry& e, size_t count) {
+    if (e.ints.size() != count || !e.word.empty() ||
+        std::any_of(e.ints.begin(), e.ints.end(), [](int64_t i) { return i < 0; }))
+      Fail("{}: sched{{{}=...}} expects {} non-negative integer{}", where(n), e.key, count, count == 1 ? "" : "s");
+    return e.ints;
+  };
+
+  // Folded copies: exactly the ones the views fold (Note [Products into views]), each as written.
+  size_t annotated = 0;
+  for (const auto& n : f_->nodes())
+    if (n->FindSchedule("fold") != nullptr) ++annotated;
+  if (annotated > 0) copies_folded_ = FoldViews(steps_, is_result_, &folded_);
+  std::unordered_map<const Node*, bool> derived;
+  for (const FoldedCopy& c : folded_) derived[c.node] = c.written;
+  for (const auto& n : f_->nodes()) {
+    const ir::ScheduleEntry* e = n->FindSchedule("fold");
+    if (e == nullptr) continue;
+    if (e->word != "read" && e->word != "write")
+      Fail("{}: sched{{fold=...}} expects read or write", where(n.get()));
+    const auto it = derived.find(n.get());
+    if (it == derived.end())
+      Fail("{}: sched{{fold={}}}, but no product reads or writes this copy's values through a view (Note [Products "
+           "into views]): schedule the module again (axle opt --passes=schedule)", where(n.get()), e->word);
+    if (it->second != (e->word == "write"))
+      Fail("{}: sched{{fold={}}}, but the products {} this copy's values", where(n.get()), e->word,
+           it->second ? "write" : "read");
+  }
+  if (derived.size() != annotated)
+    for (const FoldedCopy& c : folded_)
+      if (c.node->FindSchedule("fold") == nullptr)
+        Fail("{}: the schedule folds other copies, and products could {} this one's values through views too, but "
+             "it has no sched{{fold={}}}: schedule the module again (axle opt --passes=schedule)",
+             where(c.node), c.written ? "write" : "read", c.written ? "write" : "read");
+
+  // Each step's entries, in order; a region's steps carry none of their own.
+  size_t covered = 0;  // steps before this belong to a region already
+  const int threads = target_.threads;
+  std::unordered_set<int> viewed;  // slots products write through views
+  for (const Step& st : steps_)
+    if (st.into != nullptr) viewed.insert(st.results.begin(), st.results.end());
+  for (size_t p = 0; p < steps_.size(); ++p) {
+    Step& st = steps_[p];
+    const Node* n = st.node;
+    // Views: as derived.
+    const cpu::View* views[3] = {&st.views.lhs, &st.views.rhs, &st.views.out};
+    const char* view_keys[3] = {"lhs_view", "rhs_view", "out_view"};
+    for (int k = 0; k < 3; ++k) {
+      const ir::ScheduleEntry* e = n->FindSchedule(view_keys[k]);
+      const std::vector<int64_t> want = views[k]->plain() ? std::vector<int64_t>{} : ViewInts(*views[k]);
+      if (e == nullptr && !want.empty())
+        Fail("{}: the product reads or writes a folded copy's values through a view, but has no sched{{{}=[{}]}}",
+             where(n), view_keys[k], fmt::join(want, ", "));
+      if (e != nullptr && (e->ints != want || !e->word.empty()))
+        Fail("{}: sched{{{}=[{}]}}, but the folded copies give this product the view [{}] (Note [Products into "
+             "views]): schedule the module again (axle opt --passes=schedule)",
+             where(n), view_keys[k], fmt::join(e->ints, ", "), fmt::join(want, ", "));
+    }
+    for (const ir::ScheduleEntry& e : n->schedule()) {
+      if (IsViewKey(e.key)) continue;
+      if (e.key != "pair" && e.key != "chain" && e.key != "group")
+        Fail("{}: unknown schedule entry '{}' (the CPU schedule has pair, chain, group, fold, lhs_view, rhs_view and "
+             "out_view)", where(n), e.key);
+      if (p < covered)
+        Fail("{}: sched{{{}=...}} on a step that already runs in the region before it", where(n), e.key);
+      if (e.key == "pair") {
+        const std::vector<int64_t> v = ints(n, e, 2);
+        const size_t fillers = static_cast<size_t>(v[0]), followers = static_cast<size_t>(v[1]);
+        if (p + 2 + fillers + followers > steps_.size())
+          Fail("{}: sched{{pair=[{}, {}]}}: the pair and its kernels would run past the last step", where(n), v[0], v[1]);
+        if (!PairLegal(st, steps_[p + 1]))
+          Fail("{}: sched{{pair=...}}: this step and the next are not two whole products of which the second does not "
+               "read the first (Note [Products side by side])", where(n));
+        std::vector<int> unready(steps_[p + 1].results);
+        for (size_t j = p + 2; j < p + 2 + fillers + followers; ++j) {
+          const Step& f = steps_[j];
+          const bool filler = j < p + 2 + fillers;
+          if (!FillerLegal(f) || ReadsAnyOf(f, unready) || (filler && ReadsAnyOf(f, st.results)))
+            Fail("{}: sched{{pair=[{}, {}]}}: {} is not a generated kernel that may run beside the pair (it must read "
+                 "neither product's result{})", where(n), v[0], v[1], where(f.node),
+                 filler ? " nor another filler's" : " that is still running nor a filler's");
+          if (filler) unready.insert(unready.end(), f.results.begin(), f.results.end());
+        }
+        st.pair = {true, static_cast<int>(fillers), static_cast<int>(followers)};
+        covered = p + 2 + fillers + followers;
+      } else if (e.key == "chain") {
+        const std::vector<int64_t> v = ints(n, e, 2);
+        const size_t count = static_cast<size_t>(v[0]);
+        const int64_t slices = v[1];
+        if (count < 2 || p + count > steps_.size())
+          Fail("{}: sched{{chain=[{}, {}]}}: a chain has at least 2 steps, all in the function", where(n), v[0], v[1]);
+        if (ProductCut(st, slices, threads) == Cut::kNone)
+          Fail("{}: sched{{chain=[{}, {}]}}: a chain starts at a product cut into {} slices of its batch items or row "
+               "blocks for {} threads (Note [Batch-sliced chains])", where(n), v[0], v[1], slices, threads);
+        std::unordered_set<int> internal(st.results.begin(), st.results.end());
+        bool linked = false;
+        for (size_t j = p + 1; j < p + count; ++j) {
+          const Step& m = steps_[j];
+          const bool reads = std::any_of(m.operands.begin(), m.operands.end(), [&](int s) { return internal.count(s) > 0; });
+          const bool cut = ProductCut(m, slices, threads) != Cut::kNone;
+          const bool ok = m.kind != Step::kParameter && m.kind != Step::kConstant && m.kind != Step::kForward &&
+                          m.kind != Step::kCollective &&
+                          (reads ? ReadsBySlices(m, slices, threads, internal, viewed) && (m.kind != Step::kKernel || cut)
+                                 : cut);
+          if (!ok)
+            Fail("{}: sched{{chain=[{}, {}]}}: {} cannot run in the chain's slices ({})", where(n), v[0], v[1],
+                 where(m.node),
+                 reads ? "it reads the chain's values other than slice by slice"
+                       : "it reads none of them and is not a product cut into the same slices");
+          linked = linked || reads;
+          internal.insert(m.results.begin(), m.results.end());
+        }
+        if (!linked) Fail("{}: sched{{chain=[{}, {}]}}: no step of the chain reads another", where(n), v[0], v[1]);
+        std::string label;
+        for (size_t j = p; j < p + count; ++j) {
+          Step& m = steps_[j];
+          m.chain.member = true;
+          m.chain.by_rows = ProductCut(m, slices, threads) == Cut::kRows;
+          if (profile::Labeling()) label += (j > p ? "; " : "") + m.label;
+        }
+        st.chain.steps = static_cast<int>(count);
+        st.chain.slices = slices;
+        if (profile::Labeling()) st.chain_label = fmt::format("chain/{}{{{}}}", slices, label);
+        covered = p + count;
+      } else {
+        const size_t count = static_cast<size_t>(ints(n, e, 1)[0]);
+        if (count < 2 || p + count > steps_.size())
+          Fail("{}: sched{{group={}}}: a group has at least 2 steps, all in the function", where(n), count);
+        std::vector<int> made;
+        for (size_t j = p; j < p + count; ++j) {
+          const Step& m = steps_[j];
+          if (!Groupable(m) || ReadsAnyOf(m, made))
+            Fail("{}: sched{{group={}}}: {} cannot run in the group's loop (a group is generated element-wise kernels "
+                 "that read none of one another's results, Note [Independent kernels as one loop])",
+                 where(n), count, where(m.node));
+          made.insert(made.end(), m.results.begin(), m.results.end());
+        }
+        FinishGroup(steps_, p, p + count);
+        covered = p + count;
+      }
+    }
+  }
+}
+
+void WriteSchedule(const Executable& exe, ir::Module& out) {
+  const auto* cpu = dynamic_cast<const CpuExecutable*>(&exe);
+  AXLE_CHECK(cpu != nullptr, "WriteSchedule: not a CPU executable");
+  cpu->WriteSchedule(out);
+}
+
+}  // namespace internal
+
+namespace {
+
+class SchedulePass : public passes::Pass {
+ public:
+  std::string_view name() const override { return "schedule"; }
+  std::string_view summary() const override {
+    return "The CPU backend's schedule for the target (--target): the entry's order and sched{...} entries for pairs, "
+           "chains, groups and views (Note [Reading a schedule]). Runs on a fused module.";
+  }
+  void set_context(const passes::PassContext& context) override { context_ = context; }
+  bool Run(ir::Module& module) override {
+    if (context_.target.kind != "cpu")
+      Fail("schedule: the CPU backend's schedule pass cannot schedule for target {}", context_.target.ToString());
+    module.set_scheduled_for("");
+    for (const auto& f : module.functions())
+      for (const auto& n : f->nodes()) n->set_schedule({});
+    ScheduleFusedModule(module, context_.target, context_.fast_math);
+    return true;
+  }
+
+ private:
+  passes::PassContext context_;
+};
+
+std::unique_ptr<passes::Pass> MakeSchedulePass() { return std::make_unique<SchedulePass>(); }
+
+}  // namespace
+
+void RegisterCpuPasses() {
+  static std::once_flag once;
+  std::call_once(once, [] { passes::RegisterPass(MakeSchedulePass); });
+}
+
+}  // namespace axle::runtime
