@@ -114,6 +114,8 @@ TEST_F(CliTest, OptRunsTheCompilersPipeline) {
   ASSERT_EQ(read.status, 0) << read.output;
   EXPECT_EQ(read.output, planned.output);
   EXPECT_NE(read.output.find("pair with"), std::string::npos) << read.output;
+  EXPECT_EQ(RunAxle("compile --emit=pipeline --target=cpu-2t " + scheduled).output,
+            "none: @m is scheduled for cpu-avx2-2t already and compiles as written\n");
   RunResult other = RunAxle("compile --emit=schedule --target=cpu-8t " + scheduled);
   EXPECT_EQ(other.status, 1);
   EXPECT_NE(other.output.find("was scheduled for cpu-avx2-2t, but the compiled backend runs it for cpu-avx2-8t"),

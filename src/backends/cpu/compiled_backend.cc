@@ -237,7 +237,10 @@ std::unique_ptr<Backend> NewCompiledBackend(DiskCache* cache, const passes::Targ
 
 CompiledStages DescribeCompiledStages(const ir::Module& module, const passes::Target& target, bool fast_math) {
   CompiledStages out;
-  out.pipeline = passes::BuildPipeline(target, {.fast_math = fast_math, .fuse = true, .schedule = true}).ToString();
+  out.pipeline = module.scheduled_for().empty()
+                     ? passes::BuildPipeline(target, {.fast_math = fast_math, .fuse = true, .schedule = true}).ToString()
+                     : fmt::format("none: @{} is scheduled for {} already and compiles as written\n", module.name(),
+                                   module.scheduled_for());
   Lowered lowered = Lower(module, target, fast_math);
   out.ir = ir::PrintModule(*lowered.module);
   out.kernels = codegen::DescribeKernels(lowered.kernels);
