@@ -208,6 +208,18 @@ TEST(ScheduleTest, AWrittenScheduleIsChecked) {
       {"sched{wobble=1}", "", "x", "cpu-avx2-2t", "unknown schedule entry 'wobble'"},
       {"", "", "x", "cpu-avx2-8t", "@hand was scheduled for cpu-avx2-8t, but the compiled backend runs it for cpu-avx2-2t"},
   };
+  // Entries without the module's target are refused, not replanned in silence.
+  std::string unmarked = HandScheduled("sched{pair=[0, 0]}", "");
+  unmarked.replace(unmarked.find(" {schedule=\"cpu-avx2-2t\"}"), 25, "");
+  try {
+    DescribeCompiledStages(*ir::ParseModule(unmarked, "<hand>"), t2, true);
+    ADD_FAILURE() << "no error for:\n" << unmarked;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("<hand>:5: dot_general has sched{...} entries, but module @hand has no "
+                                         "schedule=\"TARGET\" attribute"),
+              std::string::npos)
+        << e.what();
+  }
   for (const auto& c : cases) {
     const std::string text = HandScheduled(c.a, c.c, c.b_reads, c.target);
     auto m = ir::ParseModule(text, "<hand>");

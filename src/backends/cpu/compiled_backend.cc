@@ -72,6 +72,12 @@ std::unique_ptr<ir::Module> Optimize(const ir::Module& module, const passes::Tar
   // A scheduled module is the pipeline's output already (Note [Reading a schedule]): it runs as
   // written, its schedule checked by the executor, and no pass runs.
   if (!module.scheduled_for().empty()) return module.Clone();
+  for (const auto& f : module.functions())
+    for (const auto& n : f->nodes())
+      if (!n->schedule().empty())
+        Fail("{}:{}: {} has sched{{...}} entries, but module @{} has no schedule=\"TARGET\" attribute saying whose "
+             "they are: add the target it was scheduled for (as axle opt --passes=schedule writes it), or remove them",
+             n->loc().file.empty() ? "<module>" : n->loc().file, n->loc().line, n->name(), module.name());
   const std::string key =
       cache == nullptr ? "" : DiskCache::MakeKey(fmt::format("ir-{}-{}-{}", ir::HashModule(module).ToHex(),
                                                              target.ToString(), fast_math ? "fast" : "exact"));

@@ -133,6 +133,11 @@ void CpuExecutable::ReadSchedule() {
     Fail("@{} was scheduled for {}, but the {} backend runs it for {}: schedule it for this target "
          "(axle opt --passes=schedule --target={}) or remove its schedule attribute and sched{{...}} entries",
          module_->name(), module_->scheduled_for(), backend_, target_.ToString(), target_.ToString());
+  for (const auto& g : module_->functions())
+    for (const auto& n : g->nodes())
+      if (g.get() != f_ && !n->schedule().empty())
+        Fail("@{}: {} of @{} has sched{{...}} entries, but only the entry function's nodes are scheduled", g->name(),
+             n->name(), module_->name());
   std::unordered_map<const Node*, size_t> pos_of;
   for (size_t i = 0; i < f_->nodes().size(); ++i) pos_of[f_->nodes()[i].get()] = i;
   auto where = [&](const Node* n) {
