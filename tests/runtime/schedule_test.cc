@@ -206,6 +206,7 @@ TEST(ScheduleTest, AWrittenScheduleIsChecked) {
       {"sched{fold=read}", "", "x", "cpu-avx2-2t", "no product reads or writes this copy's values through a view"},
       {"sched{lhs_view=[0, 8, 1]}", "", "x", "cpu-avx2-2t", "sched{lhs_view=[0, 8, 1]}, but the folded copies give this product the view []"},
       {"sched{wobble=1}", "", "x", "cpu-avx2-2t", "unknown schedule entry 'wobble'"},
+      {"sched{fold=read, group=2}", "", "x", "cpu-avx2-2t", "sched{fold=read} is its only entry"},
       {"", "", "x", "cpu-avx2-8t", "@hand was scheduled for cpu-avx2-8t, but the compiled backend runs it for cpu-avx2-2t"},
   };
   // Entries without the module's target are refused, not replanned in silence.

@@ -166,6 +166,8 @@ void CpuExecutable::ReadSchedule() {
     if (e == nullptr) continue;
     if (e->word != "read" && e->word != "write")
       Fail("{}: sched{{fold=...}} expects read or write", where(n.get()));
+    if (n->schedule().size() != 1)
+      Fail("{}: a folded copy runs as no step of its own, so sched{{fold={}}} is its only entry", where(n.get()), e->word);
     const auto it = derived.find(n.get());
     if (it == derived.end())
       Fail("{}: sched{{fold={}}}, but no product reads or writes this copy's values through a view (Note [Products "
