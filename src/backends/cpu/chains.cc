@@ -123,9 +123,9 @@ bool ReadsBySlices(const Step& st, int64_t slices, int threads, const std::unord
 }
 
 
-bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
+void CpuExecutable::MarkChains(std::vector<Step>& steps) const {
   const int threads = target_.threads;
-  if (threads < 2 || !flags::chains()) return false;
+  if (threads < 2 || !flags::chains()) return;
   // Pairs are marked first (Note [Products side by side]); a chain keeps every product's calls as
   // they are without it. A product in a pair is whole on one thread: one BLAS call per batch item,
   // the same calls as when it is cut by items (at least `threads` items) and not those of row
@@ -207,7 +207,6 @@ bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
     if (profile::Labeling()) steps[k].chain_label = fmt::format("chain/{}{{{}}}", slices, label);
     k = last + 1;  // the steps after the chain's last member that did not move stay after it
   }
-  bool moved = false;
   std::vector<bool> taken(steps.size(), false);
   std::vector<Step> order;
   order.reserve(steps.size());
@@ -215,12 +214,10 @@ bool CpuExecutable::MarkChains(std::vector<Step>& steps) const {
     for (size_t b : hoisted_before[p]) {
       order.push_back(std::move(steps[b]));
       taken[b] = true;
-      moved = true;
     }
     if (!taken[p]) order.push_back(std::move(steps[p]));
   }
   steps = std::move(order);
-  return moved;
 }
 
 // Note [Batch-sliced chains]: binds every member's results, runs the members slice by slice over

@@ -155,11 +155,11 @@ class CpuExecutable final : public Executable {
   void FinishGroup(std::vector<Step>& steps, size_t k, size_t j) const;
   // Note [Buffer assignment]: the steps as a buffer problem, and its plan.
   void AssignBuffers(const std::vector<bool>& is_param, const std::vector<bool>& is_constant);
-  bool MarkChains(std::vector<Step>& steps) const;  // Note [Batch-sliced chains]; true when steps moved
+  void MarkChains(std::vector<Step>& steps) const;  // Note [Batch-sliced chains]
   void RunChain(RunState& rs, const Step* chain, std::vector<SlotState>& slots);
   void MarkGroups(std::vector<Step>& steps) const;  // Note [Independent kernels as one loop]
   void RunGroup(RunState& rs, const Step* group, std::vector<SlotState>& slots);
-  bool HoistBesidePairs(std::vector<Step>& steps) const;  // Note [Kernels beside a pair]
+  void HoistBesidePairs(std::vector<Step>& steps) const;  // Note [Kernels beside a pair]
   void MarkBesidePairs(std::vector<Step>& steps) const;  // a pair's fillers and followers
   std::vector<BufferPtr> Run(std::vector<BufferPtr> args, RunState& rs);
   void RunGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots);

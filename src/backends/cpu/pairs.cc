@@ -131,14 +131,14 @@ bool IsTinyReduction(const Step& st, const passes::CpuScheduleParams& p) {
 // Moves steps next to the pairs whose pool calls they can join (Note [Kernels beside a pair]):
 // the filler-sized steps right before a pair that neither product (nor a later one of them)
 // reads go down to just after it, and each tiny reduction goes up to just after the first pair
-// that starts after all of its inputs are produced. True when anything moved.
-bool CpuExecutable::HoistBesidePairs(std::vector<Step>& steps) const {
-  if (target_.threads != 2) return false;
+// that starts after all of its inputs are produced.
+void CpuExecutable::HoistBesidePairs(std::vector<Step>& steps) const {
+  if (target_.threads != 2) return;
   const size_t n = steps.size();
   std::vector<size_t> pair_ends;  // positions of the second product of each pair
   for (size_t p = 0; p + 1 < n; ++p)
     if (steps[p].pair.next) pair_ends.push_back(p + 1);
-  if (pair_ends.empty()) return false;
+  if (pair_ends.empty()) return;
   std::vector<std::vector<size_t>> after(n);  // steps to emit after position p (a pair's end)
   std::vector<bool> moves(n, false);
   std::vector<size_t> at(n);  // where each step's results exist once moved
@@ -183,7 +183,7 @@ bool CpuExecutable::HoistBesidePairs(std::vector<Step>& steps) const {
     for (int s : steps[p].results) producer[static_cast<size_t>(s)] = static_cast<int64_t>(*it);
     any = true;
   }
-  if (!any) return false;
+  if (!any) return;
   std::vector<Step> order;
   order.reserve(n);
   for (size_t p = 0; p < n; ++p) {
@@ -191,7 +191,6 @@ bool CpuExecutable::HoistBesidePairs(std::vector<Step>& steps) const {
     for (size_t q : after[p]) order.push_back(std::move(steps[q]));
   }
   steps = std::move(order);
-  return true;
 }
 
 // Counts each pair's fillers (Note [Kernels beside a pair]: they read neither product nor one
