@@ -23,16 +23,6 @@ namespace {
 //     overflow still becomes infinity, as it should). integer -> f32/f64 is one hardware rounding.
 
 constexpr double kFloatMax = 0x1.fffffep127;
-constexpr double kFloatOverflow = 0x1.ffffffp127;  // FLT_MAX + half an ulp: rounds to infinity
-
-// `v` rounded to nearest even f32. Out-of-range values are handled before the cast, which C++
-// leaves undefined for them.
-float NarrowToFloat(double v) {
-  const float sign = std::signbit(v) ? -1.0f : 1.0f;
-  if (std::fabs(v) >= kFloatOverflow) return sign * std::numeric_limits<float>::infinity();
-  if (std::fabs(v) > kFloatMax) return sign * static_cast<float>(kFloatMax);
-  return static_cast<float>(v);  // in range, or NaN
-}
 
 // `v` rounded to f32 toward zero, with the last mantissa bit set when that dropped anything.
 float RoundToOddFloat(double v) {
@@ -61,16 +51,6 @@ double RoundIntToPrecision(int64_t v, int precision) {
   return static_cast<double>(v);  // exact: at most `precision` (<= 11) bits
 }
 
-// Saturating truncation toward zero; NaN -> 0.
-template <typename I>
-I FloatToInt(double v) {
-  if (std::isnan(v)) return 0;
-  const double t = std::trunc(v);
-  if (t <= static_cast<double>(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
-  if (t >= static_cast<double>(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
-  return static_cast<I>(t);
-}
-
 }  // namespace
 
 double LoadDouble(const Literal& lit, int64_t i) {
@@ -88,7 +68,7 @@ int64_t LoadInt(const Literal& lit, int64_t i) {
 void StoreDouble(Literal& lit, int64_t i, double v) {
   switch (lit.dtype()) {
     case DType::kF64: return Put<F64>(lit, i, v);
-    case DType::kF32: return Put<F32>(lit, i, NarrowToFloat(v));
+    case DType::kF32: return Put<F32>(lit, i, scalar::ax_narrow(v));  // nearest even
     case DType::kBF16: return Put<Int<uint16_t>>(lit, i, FloatToBF16(RoundToOddFloat(v)));
     case DType::kF16: return Put<Int<uint16_t>>(lit, i, FloatToF16(RoundToOddFloat(v)));
     default: Fail("internal error: StoreDouble into {}", DTypeName(lit.dtype()));
@@ -115,7 +95,7 @@ void StoreFloatToIntOrBool(Literal& lit, int64_t i, double v) {
   if (lit.dtype() == DType::kBool) return Put<Bool>(lit, i, v != 0.0);  // NaN != 0
   VisitInteger(lit.dtype(), [&](auto e) {
     using I = typename decltype(e)::Compute;
-    Put<decltype(e)>(lit, i, FloatToInt<I>(v));
+    Put<decltype(e)>(lit, i, scalar::ax_f2i<I>(v));  // toward zero, saturating; NaN -> 0
   });
 }
 

@@ -3,8 +3,10 @@
 // (interpreter_elementwise.cc, interpreter_reduce.cc) and the CPU backend's hand kernels
 // (backends/cpu/kernels_elementwise.cc, kernels_reduce.cc) both compute an element with
 // scalar::Op<K>, so an op's rounding, wrapping, NaN and division-by-zero rules live here alone.
-// The generated kernels' C++ (backends/cpu/emit_cpp.cc and its prelude) is text for another
-// compiler run; `axle test-ops` and the differential tests hold it to these.
+// The functions with Axle's own rules (max/min, sign, wrapping integer ops, conversions) are
+// ir/scalar_functions.inc, which the generated kernels' prelude embeds verbatim; the rest of the
+// generated C++ (backends/cpu/emit_cpp.cc) names the same C library functions as these. `axle
+// test-ops` and the differential tests hold the three to one answer.
 //
 // Integers wrap (add, sub, mul and neg compute modulo 2^N); integer division by zero gives -1
 // (signed) or the largest value (unsigned), MIN / -1 gives MIN, and x rem 0 gives x; integer pow
@@ -14,7 +16,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <type_traits>
 
 #include "ir/op.h"
@@ -24,90 +25,34 @@ namespace axle::ir::scalar {
 template <typename T>
 constexpr bool kIsFloat = std::is_floating_point_v<T>;
 
-// Two's complement arithmetic modulo 2^N: computed in uint64_t (no signed overflow) and
-// truncated back, which is exact modulo 2^N.
-template <typename T>
-T WrapAdd(T a, T b) { return static_cast<T>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
-template <typename T>
-T WrapSub(T a, T b) { return static_cast<T>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
-template <typename T>
-T WrapMul(T a, T b) { return static_cast<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
-
-template <typename T>
-T IntDiv(T a, T b) {
-  if (b == 0) return std::is_signed_v<T> ? static_cast<T>(-1) : std::numeric_limits<T>::max();
-  if constexpr (std::is_signed_v<T>)
-    if (a == std::numeric_limits<T>::min() && b == -1) return a;
-  return static_cast<T>(a / b);
-}
-
-template <typename T>
-T IntRem(T a, T b) {
-  if (b == 0) return a;
-  if constexpr (std::is_signed_v<T>)
-    if (b == -1) return 0;  // also INT_MIN rem -1, which would trap
-  return static_cast<T>(a % b);
-}
-
-template <typename T>
-T IntPow(T base, T exponent) {
-  if constexpr (std::is_signed_v<T>) {
-    if (exponent < 0) {
-      if (base == 1) return 1;
-      if (base == -1) return (exponent & 1) ? -1 : 1;
-      return 0;
-    }
-  }
-  uint64_t acc = 1, b = static_cast<uint64_t>(base), e = static_cast<uint64_t>(exponent);
-  while (e != 0) {
-    if (e & 1u) acc *= b;
-    b *= b;
-    e >>= 1;
-  }
-  return static_cast<T>(acc);
-}
+// ax_max, ax_min, ax_sign, the integer ops (ax_iadd ... ax_ipow), ax_f2i and ax_narrow: the
+// functions the generated kernels call too, from the same text (Note at its top).
+#include "ir/scalar_functions.inc"
 
 // max / min of two values: NaN when either is NaN, and +0 counts as greater than -0.
 template <typename T>
 T Max(T a, T b) {
-  if constexpr (kIsFloat<T>) {
-    if (std::isnan(a)) return a;
-    if (std::isnan(b)) return b;
-    if (a == b) return std::signbit(a) ? b : a;
-  }
-  return a > b ? a : b;
+  if constexpr (kIsFloat<T>) return ax_max(a, b); else return ax_imaxf(a, b);
 }
 template <typename T>
 T Min(T a, T b) {
-  if constexpr (kIsFloat<T>) {
-    if (std::isnan(a)) return a;
-    if (std::isnan(b)) return b;
-    if (a == b) return std::signbit(a) ? a : b;
-  }
-  return a < b ? a : b;
+  if constexpr (kIsFloat<T>) return ax_min(a, b); else return ax_iminf(a, b);
 }
 
 // The ops, one function object each.
 struct NegFn {
   template <typename T> T operator()(T x) const {
-    if constexpr (kIsFloat<T>) return -x; else return WrapSub<T>(0, x);
+    if constexpr (kIsFloat<T>) return -x; else return ax_isub<T>(0, x);
   }
 };
 struct AbsFn {
   template <typename T> T operator()(T x) const {
-    if constexpr (kIsFloat<T>) return std::fabs(x);
-    else if constexpr (std::is_signed_v<T>) return x < 0 ? WrapSub<T>(0, x) : x;
-    else return x;
+    if constexpr (kIsFloat<T>) return std::fabs(x); else return ax_iabs(x);
   }
 };
 struct SignFn {
   template <typename T> T operator()(T x) const {
-    if constexpr (kIsFloat<T>) {
-      if (std::isnan(x) || x == 0) return x;  // NaN -> NaN, ±0 -> ±0
-      return std::copysign(T(1), x);
-    } else {
-      return static_cast<T>((x > 0) - (x < T(0)));
-    }
+    if constexpr (kIsFloat<T>) return ax_sign(x); else return ax_isign(x);
   }
 };
 struct ExpFn { template <typename T> T operator()(T x) const { return std::exp(x); } };
@@ -132,32 +77,32 @@ struct NotFn {
 
 struct AddFn {
   template <typename T> T operator()(T a, T b) const {
-    if constexpr (kIsFloat<T>) return a + b; else return WrapAdd(a, b);
+    if constexpr (kIsFloat<T>) return a + b; else return ax_iadd(a, b);
   }
 };
 struct SubFn {
   template <typename T> T operator()(T a, T b) const {
-    if constexpr (kIsFloat<T>) return a - b; else return WrapSub(a, b);
+    if constexpr (kIsFloat<T>) return a - b; else return ax_isub(a, b);
   }
 };
 struct MulFn {
   template <typename T> T operator()(T a, T b) const {
-    if constexpr (kIsFloat<T>) return a * b; else return WrapMul(a, b);
+    if constexpr (kIsFloat<T>) return a * b; else return ax_imul(a, b);
   }
 };
 struct DivFn {
   template <typename T> T operator()(T a, T b) const {
-    if constexpr (kIsFloat<T>) return a / b; else return IntDiv(a, b);
+    if constexpr (kIsFloat<T>) return a / b; else return ax_idiv(a, b);
   }
 };
 struct RemFn {
   template <typename T> T operator()(T a, T b) const {
-    if constexpr (kIsFloat<T>) return std::fmod(a, b); else return IntRem(a, b);
+    if constexpr (kIsFloat<T>) return std::fmod(a, b); else return ax_irem(a, b);
   }
 };
 struct PowFn {
   template <typename T> T operator()(T a, T b) const {
-    if constexpr (kIsFloat<T>) return std::pow(a, b); else return IntPow(a, b);
+    if constexpr (kIsFloat<T>) return std::pow(a, b); else return ax_ipow(a, b);
   }
 };
 struct MaxFn { template <typename T> T operator()(T a, T b) const { return Max(a, b); } };

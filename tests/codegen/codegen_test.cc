@@ -376,6 +376,28 @@ TEST(EmitTest, OneLoopPerFusedKernel) {
   }
 }
 
+// The generated source carries src/ir/scalar_functions.inc as it is on disk, the text
+// ir/scalar_ops.h compiles for the interpreter: one definition of max/min, the integer ops and the
+// conversions (an embedded copy that went stale would fail here before it failed a sample).
+TEST(EmitTest, ThePreludeIsTheInterpretersScalarFunctions) {
+  std::ifstream in(std::string(AXLE_SOURCE_DIR) + "/src/ir/scalar_functions.inc");
+  ASSERT_TRUE(in.good());
+  std::stringstream text;
+  text << in.rdbuf();
+  ASSERT_NE(text.str().find("inline T ax_idiv("), std::string::npos);
+  ir::Module m("int_ops");
+  Builder b(m.AddFunction("main"));
+  Value* x = b.Parameter(0, TensorType(DType::kI32, Shape{16}), "x");
+  b.Return({b.Binary(OpKind::kDiv, x, b.Binary(OpKind::kMax, x, x))});
+  for (bool exact : {true, false}) {
+    const std::string src = codegen::EmitCpp(codegen::FuseFunction(*m.entry()), {.exact_math = exact}).source;
+    const size_t at = src.find(text.str());
+    EXPECT_NE(at, std::string::npos) << src;
+    EXPECT_EQ(src.find("inline T ax_idiv(", at + text.str().size()), std::string::npos);  // once
+    EXPECT_NE(src.find("ax_idiv<int32_t>(", at + text.str().size()), std::string::npos) << src;
+  }
+}
+
 // exact_math = false replaces f32 exp/log/log1p/tanh/logistic/erf with the prelude's
 // approximations; f64 keeps std::; exact mode emits no approximation at all.
 TEST(EmitTest, FastMathUsesApproximationsForF32Only) {

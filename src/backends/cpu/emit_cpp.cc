@@ -10,6 +10,7 @@
 
 #include "backends/cpu/emit_internal.h"
 #include "backends/cpu/fast_math_prelude.h"
+#include "backends/cpu/scalar_functions_text.h"  // generated (CMakeLists.txt)
 #include "core/error.h"
 
 namespace axle::codegen::internal {
@@ -540,6 +541,8 @@ std::vector<bool> InputsReadInOrder(const Kernel& k) {
 EmittedModule EmitCpp(const std::vector<Kernel>& kernels, const EmitOptions& options) {
   EmittedModule m;
   m.source = kPrelude;
+  m.source += kScalarFunctionsText;
+  m.source += kPreludeEnd;
   if (!options.exact_math) m.source += kFastMathPrelude;
   for (size_t i = 0; i < kernels.size(); ++i) {
     if (!kernels[i].fused) {
