@@ -1,6 +1,6 @@
 // Batch-sliced chains: a product and the kernels that read it by slices of its batch (or of its
 // rows), run slice by slice, each thread its slices of all of them (Note [Batch-sliced chains]);
-// planned when the executable is built (MarkChains), run by RunChain.
+// planned when the executable is built (MarkChains), run by RunRegion (region.cc).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -123,7 +123,7 @@ bool ReadsBySlices(const Step& st, int64_t slices, int threads, const std::unord
 }
 
 
-void CpuExecutable::MarkChains(std::vector<Step>& steps) const {
+void CpuExecutable::MarkChains(std::vector<Step>& steps) {
   const int threads = target_.threads;
   if (threads < 2 || !flags::chains()) return;
   // Pairs are marked first (Note [Products side by side]); a chain keeps every product's calls as
@@ -133,9 +133,10 @@ void CpuExecutable::MarkChains(std::vector<Step>& steps) const {
   // the same calls unpaired (cut by items too), and the pair is undone; cut by rows only when it is
   // unpaired. Only generated kernels and non-product kernels move before a chain, so no pair is
   // split or formed by the new order.
-  auto partner = [&](size_t j) -> int64_t {
-    if (steps[j].pair.next) return static_cast<int64_t>(j + 1);
-    if (j > 0 && steps[j - 1].pair.next) return static_cast<int64_t>(j - 1);
+  auto partner = [&](size_t j) -> int64_t {  // the other product of j's pair (pairs have no fillers yet)
+    if (steps[j].region < 0) return -1;
+    if (j + 1 < steps.size() && steps[j + 1].region == steps[j].region) return static_cast<int64_t>(j + 1);
+    if (j > 0 && steps[j - 1].region == steps[j].region) return static_cast<int64_t>(j - 1);
     return -1;
   };
   auto member = [&](size_t j, int64_t slices) {
@@ -191,20 +192,21 @@ void CpuExecutable::MarkChains(std::vector<Step>& steps) const {
     const size_t last = members.back();
     for (size_t b : before)
       if (b < last) hoisted_before[k].push_back(b);
+    const int chain = static_cast<int>(regions_.size());
+    regions_.push_back({.kind = Region::kChain, .steps = static_cast<int>(members.size()), .slices = slices});
     std::string label;
     for (size_t i = 0; i < members.size(); ++i) {
       const size_t j = members[i];
-      if (const int64_t p = partner(j); p >= 0) steps[std::min(j, static_cast<size_t>(p))].pair.next = false;
-      Step& st = steps[j];
-      st.chain.member = true;
-      st.chain.by_rows = ProductCut(st, slices, threads) == Cut::kRows;
-      if (i == 0) {
-        st.chain.steps = static_cast<int>(members.size());
-        st.chain.slices = slices;
+      if (const int64_t p = partner(j); p >= 0) {  // the pair is undone
+        regions_[static_cast<size_t>(steps[j].region)].steps = 0;
+        steps[j].region = steps[static_cast<size_t>(p)].region = -1;
       }
+      Step& st = steps[j];
+      st.region = chain;
+      regions_.back().cuts.push_back(ProductCut(st, slices, threads));
       if (profile::Labeling()) label += (i ? "; " : "") + st.label;
     }
-    if (profile::Labeling()) steps[k].chain_label = fmt::format("chain/{}{{{}}}", slices, label);
+    if (profile::Labeling()) regions_.back().label = fmt::format("chain/{}{{{}}}", slices, label);
     k = last + 1;  // the steps after the chain's last member that did not move stay after it
   }
   std::vector<bool> taken(steps.size(), false);
@@ -218,92 +220,6 @@ void CpuExecutable::MarkChains(std::vector<Step>& steps) const {
     if (!taken[p]) order.push_back(std::move(steps[p]));
   }
   steps = std::move(order);
-}
-
-// Note [Batch-sliced chains]: binds every member's results, runs the members slice by slice over
-// the pool (each thread its slices of all of them), and reruns them kernel by kernel when a
-// product's BLAS result was not finite.
-void CpuExecutable::RunChain(RunState& rs, const Step* chain, std::vector<SlotState>& slots) {
-  const int members = chain[0].chain.steps;
-  const int64_t slices = chain[0].chain.slices;
-  const auto t0 = std::chrono::steady_clock::now();
-  struct Member {
-    std::vector<const Literal*> ops;  // a product's operands
-    Literal* out = nullptr;           // a product's result
-    GeneratedCall call;               // a generated kernel's buffers
-    bool bound = true;
-  };
-  std::vector<Member> m(static_cast<size_t>(members));
-  try {
-    for (int i = 0; i < members; ++i) {
-      const Step& st = chain[i];
-      Member& mi = m[static_cast<size_t>(i)];
-      if (st.kind == Step::kGenerated) {
-        mi.bound = BindGenerated(rs, st, slots, mi.call);  // never in place: other slices still read
-        continue;
-      }
-      for (int s : st.operands) mi.ops.push_back(slots[static_cast<size_t>(s)].buf.get());
-      if (!st.views.plain()) {
-        mi.out = &ViewedProductOut(rs, st, slots);
-        continue;
-      }
-      BufferPtr out = Planned(rs, st.results[0]);
-      mi.out = out.get();
-      Bind(slots[static_cast<size_t>(st.results[0])], std::move(out), false);
-    }
-  } catch (const Error& e) {
-    throw StepError(chain[0], e);
-  }
-  std::atomic<bool> finite{true};
-  try {
-    ThreadPool::CallLabel chunks(chain[0].chain_label);
-    ThreadPool::Global().ParallelFor(slices, 1, [&](int64_t lo, int64_t hi) {
-      cpu::ProductsOnOneThread alone;
-      for (int i = 0; i < members && finite.load(std::memory_order_relaxed); ++i) {
-        const Step& st = chain[i];
-        const Member& mi = m[static_cast<size_t>(i)];
-        // AXLE_TRACE: each member's part of the slices, a span on this thread.
-        struct Span {
-          explicit Span(const std::string& l) : label(l), t0(profile::Clock::now()) {}
-          ~Span() { profile::TraceSpan(label, t0, profile::Clock::now()); }
-          const std::string& label;
-          const profile::Clock::time_point t0;
-        };
-        std::optional<Span> span;
-        if (profile::TraceEnabled()) span.emplace(st.label);
-        if (st.kind == Step::kGenerated) {
-          const GeneratedKernel& g = *st.generated;
-          const int64_t per = g.elements / slices;
-          if (mi.bound) g.fn(mi.call.in.data(), mi.call.out.data(), lo * per, hi * per);
-        } else if (!(st.chain.by_rows
-                         ? cpu::DotRowBlocks(*st.node, mi.ops, *mi.out, lo, hi, static_cast<int>(slices), st.views)
-                         : cpu::DotItems(*st.node, mi.ops, *mi.out, lo, hi, st.views))) {
-          finite.store(false, std::memory_order_relaxed);
-        }
-      }
-    });
-  } catch (const Error& e) {
-    throw StepError(chain[0], e);
-  }
-  if (!finite.load()) {
-    ++rs.schedule.chains_rerun;
-    for (int i = 0; i < members; ++i) {
-      const Step& st = chain[i];
-      Member& mi = m[static_cast<size_t>(i)];
-      try {
-        if (st.kind == Step::kGenerated) {
-          if (mi.bound) CallGenerated(*st.generated, mi.call);
-        } else if (!RunKernel(st, mi.ops, *mi.out)) {
-          ++rs.stats.fallback_kernels;
-          const Literal res = std::move(ir::EvaluateNode(*st.node, mi.ops, rs.device.device)[0]);
-          std::memcpy(mi.out->mutable_bytes().data(), res.bytes().data(), res.bytes().size());
-        }
-      } catch (const Error& e) {
-        throw StepError(st, e);
-      }
-    }
-  }
-  RanTogether(rs, chain, members, &CpuScheduleStats::chained_kernels, t0, /*parallel=*/true, slots);
 }
 
 }  // namespace axle::runtime::internal

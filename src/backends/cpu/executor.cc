@@ -75,7 +75,11 @@ namespace axle::runtime {
 namespace internal {
 namespace {
 
-std::string DescribeNode(const Node& n, size_t pos) {
+// "node #7 (dot_general -> %y)": the node's position in its function and its results.
+std::string DescribeNode(const Node& n) {
+  size_t pos = 0;
+  const auto& nodes = n.parent()->nodes();
+  while (pos < nodes.size() && nodes[pos].get() != &n) ++pos;
   std::string names;
   for (const Value* v : n.results())
     if (!v->name().empty()) names += (names.empty() ? " %" : ", %") + v->name();
@@ -100,11 +104,32 @@ int64_t MaxKeptBytes() {
 
 void CpuExecutable::DecideSchedule() {
   if (flags::views()) copies_folded_ = FoldViews(steps_, is_result_, &folded_);
-  MarkPairs(steps_, target_);
+  MarkPairs(steps_, regions_, target_);
   MarkChains(steps_);
   HoistBesidePairs(steps_);
   MarkBesidePairs(steps_);
   MarkGroups(steps_);
+}
+
+void CpuExecutable::NumberRegions() {
+  std::vector<Region> numbered;
+  std::vector<int> renumber(regions_.size(), -1);
+  for (size_t p = 0; p < steps_.size(); ++p) {
+    const int id = steps_[p].region;
+    if (id < 0 || !StartsRegion(steps_, p)) continue;
+    Region& r = regions_[static_cast<size_t>(id)];
+    AXLE_CHECK(r.steps > 0 && renumber[static_cast<size_t>(id)] < 0, "step {} is in a region that was undone or "
+               "runs in two places", p);
+    AXLE_CHECK(p + static_cast<size_t>(r.steps) <= steps_.size(), "region at step {} runs past the last step", p);
+    for (size_t q = p; q < p + static_cast<size_t>(r.steps); ++q)
+      AXLE_CHECK(steps_[q].region == id, "region at step {}: step {} is not in it", p, q);
+    renumber[static_cast<size_t>(id)] = static_cast<int>(numbered.size());
+    r.first = p;
+    numbered.push_back(std::move(r));
+  }
+  for (Step& st : steps_)
+    if (st.region >= 0) st.region = renumber[static_cast<size_t>(st.region)];
+  regions_ = std::move(numbered);
 }
 
 void CpuExecutable::Plan(std::vector<PlanItem> items) {
@@ -112,10 +137,7 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
   if (f_ == nullptr) Fail("{} backend: module @{} has no entry function", backend_, module_->name());
   if (profile::TraceEnabled()) run_label_ = fmt::format("run @{} ({})", module_->name(), backend_);
   std::unordered_map<const Value*, int> slot;
-  std::unordered_map<const Node*, size_t> pos_of;
   std::vector<size_t> last_use;
-  const auto& nodes = f_->nodes();
-  for (size_t pos = 0; pos < nodes.size(); ++pos) pos_of[nodes[pos].get()] = pos;
   const std::vector<Node*> params = f_->Parameters();
   param_types_.resize(params.size());
   param_names_.resize(params.size());
@@ -144,11 +166,10 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
       for (const Value* v : item.node->results()) results.push_back(v);
     }
     const Node& n = *st.node;
-    st.pos = pos_of.at(&n);
     for (const Value* v : operands) {
       auto it = slot.find(v);
       if (it == slot.end())
-        Fail("@{}: {}: an operand is not defined by an earlier node", f_->name(), DescribeNode(n, st.pos));
+        Fail("@{}: {}: an operand is not defined by an earlier node", f_->name(), DescribeNode(n));
       st.operands.push_back(it->second);
       last_use[static_cast<size_t>(it->second)] = index;
     }
@@ -168,7 +189,6 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
     switch (n.op()) {
       case OpKind::kParameter:
         st.kind = Step::kParameter;
-        st.param_index = n.attrs_as<ir::ParameterAttrs>().index;
         break;
       case OpKind::kConstant:
         st.kind = Step::kConstant;
@@ -186,12 +206,12 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
         break;
       default:
         if (n.info().traits & ir::kCollective)
-          Fail("@{}: {}: the {} backend has no kernel for collective {}", f_->name(), DescribeNode(n, st.pos),
+          Fail("@{}: {}: the {} backend has no kernel for collective {}", f_->name(), DescribeNode(n),
                backend_, n.name());
         st.kind = Step::kKernel;
         if (n.num_results() == 1) st.kernel = cpu::SelectKernel(n);
         if (!st.kernel.fn && !ir::HasInterpreterKernel(n.op()))
-          Fail("@{}: {}: no cpu or interpreter kernel for op {}", f_->name(), DescribeNode(n, st.pos), n.name());
+          Fail("@{}: {}: no cpu or interpreter kernel for op {}", f_->name(), DescribeNode(n), n.name());
         if (profile::Labeling()) st.label = profile::NodeLabel(n);
         break;
     }
@@ -206,6 +226,7 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
   }
   if (module_->scheduled_for().empty()) DecideSchedule();
   else ReadSchedule();
+  NumberRegions();
   // Each slot's last use in the final order (steps moved, copies folded), and the slots freed at it.
   std::fill(last_use.begin(), last_use.end(), 0);
   for (size_t p = 0; p < steps_.size(); ++p) {
@@ -240,7 +261,7 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
 // (one operand only, not repeated, when the kernel names it), and a generated kernel over an
 // input it reads only at the loop index, of its output's dtype and element count, unless the
 // step runs beside a pair's products or in a chain (which may still read that input), or a
-// group's other kernels read it (Step::Group::shared).
+// group's other kernels read it (Region::shared).
 void CpuExecutable::AssignBuffers(const std::vector<bool>& is_param, const std::vector<bool>& is_constant) {
   using PV = passes::BufferProblem::Value;
   passes::BufferProblem& pb = buffer_problem_;
@@ -252,19 +273,6 @@ void CpuExecutable::AssignBuffers(const std::vector<bool>& is_param, const std::
     v.kind = is_result_[s] ? PV::kResult : is_param[s] ? PV::kArgument : is_constant[s] ? PV::kConstant : PV::kTemp;
     v.name = fmt::format("s{}", s);
   }
-  // Each step's region (on its first step: how many run at once), and the steps that may write
-  // nothing in place: beside a pair's products, or in a chain.
-  std::vector<int> region(steps_.size(), 1);
-  std::vector<bool> no_in_place(steps_.size(), false);
-  for (size_t p = 0; p < steps_.size(); ++p) {
-    const Step& st = steps_[p];
-    region[p] = st.pair.next ? 2 + st.pair.fillers + st.pair.followers : std::max({1, st.chain.steps, st.group.steps});
-    if (st.pair.next || st.chain.steps > 0)
-      for (size_t q = p; q < p + static_cast<size_t>(region[p]) && q < steps_.size(); ++q) no_in_place[q] = true;
-  }
-  std::vector<const std::vector<int>*> shared(steps_.size(), nullptr);
-  for (size_t p = 0; p < steps_.size(); ++p)
-    for (int i = 0; i < steps_[p].group.steps; ++i) shared[p + static_cast<size_t>(i)] = &steps_[p].group.shared;
   pb.steps.resize(steps_.size());
   for (size_t p = 0; p < steps_.size(); ++p) {
     const Step& st = steps_[p];
@@ -273,8 +281,13 @@ void CpuExecutable::AssignBuffers(const std::vector<bool>& is_param, const std::
     ps.results = st.results;
     ps.forward = st.kind == Step::kForward;
     ps.binds = st.kind == Step::kParameter || st.kind == Step::kConstant;
-    if (st.kind == Step::kParameter) pb.values[static_cast<size_t>(st.results[0])].param = st.param_index;
-    ps.region = region[p];
+    if (st.kind == Step::kParameter)
+      pb.values[static_cast<size_t>(st.results[0])].param = st.node->attrs_as<ir::ParameterAttrs>().index;
+    // A region's steps run at once (said on its first); a pair's or a chain's members write
+    // nothing in place (another member may still read any input), a group's nothing more than
+    // one of them reads.
+    const Region* region = st.region >= 0 ? &regions_[static_cast<size_t>(st.region)] : nullptr;
+    ps.region = region != nullptr && region->first == p ? region->steps : 1;
     // Names for the plan's text: the values' own, else their slot numbers.
     std::vector<const Value*> named;
     if (st.kind == Step::kGenerated) named = st.generated->outputs;
@@ -283,9 +296,9 @@ void CpuExecutable::AssignBuffers(const std::vector<bool>& is_param, const std::
       if (!named[r]->name().empty() && pb.values[static_cast<size_t>(st.results[r])].name[0] == 's')
         pb.values[static_cast<size_t>(st.results[r])].name = "%" + std::string(named[r]->name());
     if (st.into != nullptr && !st.into->name().empty()) pb.values[static_cast<size_t>(st.results[0])].name = "%" + std::string(st.into->name());
-    if (no_in_place[p]) continue;
+    if (region != nullptr && region->kind != Region::kGroup) continue;
     auto is_shared = [&](int s) {
-      return shared[p] != nullptr && std::find(shared[p]->begin(), shared[p]->end(), s) != shared[p]->end();
+      return region != nullptr && std::find(region->shared.begin(), region->shared.end(), s) != region->shared.end();
     };
     if (st.kind == Step::kGenerated) {
       const GeneratedKernel& g = *st.generated;
@@ -355,23 +368,6 @@ int64_t CpuExecutable::StepBytes(const Step& st) const {
   return bytes;
 }
 
-void CpuExecutable::RanTogether(RunState& rs, const Step* first, int count, int64_t CpuScheduleStats::*counter,
-                                std::chrono::steady_clock::time_point t0, bool parallel,
-                                std::vector<SlotState>& slots) const {
-  int64_t bytes = 0;
-  for (int i = 0; i < count; ++i) {
-    ++rs.stats.kernels_run;
-    ++(rs.schedule.*counter);
-    Produced(rs, first[i], slots);
-    if (profile::Enabled()) bytes += StepBytes(first[i]);
-  }
-  if (first[0].chain_label.empty()) return;
-  const auto t1 = std::chrono::steady_clock::now();
-  if (profile::Enabled())
-    profile::Record(first[0].chain_label, std::chrono::duration<double>(t1 - t0).count(), bytes, parallel);
-  profile::TraceSpan(first[0].chain_label, t0, t1);
-}
-
 void CpuExecutable::Timed(const Step& st, std::chrono::steady_clock::time_point t0, bool parallel) const {
   const auto t1 = std::chrono::steady_clock::now();
   if (profile::Enabled())
@@ -386,7 +382,7 @@ Literal& CpuExecutable::ViewedProductOut(RunState& rs, const Step& st, std::vect
 }
 
 Error CpuExecutable::StepError(const Step& st, const Error& e) const {
-  return Error(st.node->loc(), fmt::format("@{}: {}: {}", f_->name(), DescribeNode(*st.node, st.pos), e.message()));
+  return Error(st.node->loc(), fmt::format("@{}: {}: {}", f_->name(), DescribeNode(*st.node), e.message()));
 }
 
 BufferPtr CpuExecutable::Planned(RunState& rs, int s) const {
@@ -576,19 +572,10 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
   };
   for (size_t k = 0; k < steps_.size(); ++k) {
     const Step& st = steps_[k];
-    if (st.chain.steps > 0) {
-      RunChain(rs, &st, slots);
-      ran(k, static_cast<size_t>(st.chain.steps));
-      continue;
-    }
-    if (st.group.steps > 0) {
-      RunGroup(rs, &st, slots);
-      ran(k, static_cast<size_t>(st.group.steps));
-      continue;
-    }
-    if (st.pair.next) {
-      RunPair(rs, &st, slots);
-      ran(k, 2 + static_cast<size_t>(st.pair.fillers + st.pair.followers));
+    if (st.region >= 0) {  // its first member (the loop skips the others)
+      const Region& region = regions_[static_cast<size_t>(st.region)];
+      RunRegion(rs, region, slots);
+      ran(k, static_cast<size_t>(region.steps));
       continue;
     }
     const Node& n = *st.node;
@@ -597,7 +584,7 @@ std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState&
     switch (st.kind) {
       case Step::kParameter: {
         SlotState& out = slots[static_cast<size_t>(st.results[0])];
-        const size_t k = static_cast<size_t>(st.param_index);
+        const size_t k = static_cast<size_t>(n.attrs_as<ir::ParameterAttrs>().index);
         out.buf = std::move(args[k]);
         out.writable = out.donated = donated_arg[k];
         break;

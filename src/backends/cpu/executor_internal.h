@@ -28,60 +28,71 @@ using ir::Node;
 using ir::OpKind;
 using ir::Value;
 
-struct Step {
-  const Node* node = nullptr;  // kGenerated: the kernel's first node (error locations)
-  size_t pos = 0;              // position in the function (errors) ...
-  size_t index = 0;            // ... and in the plan (liveness)
-  enum Kind { kParameter, kConstant, kForward, kKernel, kGenerated, kCollective } kind = kKernel;
-  cpu::KernelChoice kernel;
-  const GeneratedKernel* generated = nullptr;
-  std::vector<int> operands;  // slots
-  std::vector<int> results;   // slots
-  std::vector<int> release;   // slots whose last use is this step (deduplicated)
-  int64_t param_index = 0;
-  std::shared_ptr<const Literal> constant;
-  // How the step runs with its neighbours: a region (a pair, a chain or a group) is described on
-  // its first step (a chain also marks each of its steps as a member).
-  struct Pair {
-    bool next = false;  // Note [Products side by side]: runs beside the next step
-    // Note [Kernels beside a pair]: how many of the steps after the pair its two threads run
-    // too, whichever is free first.
-    int fillers = 0;
-    // Note [Followers of a pair]: how many of the steps after the fillers the thread that ran
-    // the first product may run while the second is still running.
-    int followers = 0;
-  } pair;
-  // Note [Batch-sliced chains] (chains.cc): on a chain's first step, how many steps (this one
-  // included) run as one chain, cut into `slices` slices of their batch or rows; `member` on
-  // each.
-  struct Chain {
-    int steps = 0;
-    int64_t slices = 0;
-    bool member = false;
-    bool by_rows = false;  // a product of a chain cut into blocks of rows (else into batch items)
-  } chain;
-  // Note [Independent kernels as one loop] (groups.cc): on a group's first step, how many steps
-  // (this one included) run as one pool call, the slots more than one of them reads (none of
-  // them writes those in place), and the pieces the threads claim: elements [begin, end) of
-  // member `member`.
-  struct GroupPiece {
+// Note [Batch-sliced chains] (chains.cc): how a product is cut into a chain's slices.
+enum class Cut { kNone, kItems, kRows };
+
+// Note [Regions]
+// A region is consecutive steps that run as one pool call, each planned for the target and
+// written in the schedule (Note [Reading a schedule]): a pair of products with the small kernels
+// beside it (pairs.cc), a chain cut into slices (chains.cc), or a group of element-wise loops
+// (groups.cc). They differ only in what the pool's items are: a pair's are its products and
+// fillers, each whole on one thread; a chain's are slices, each running every member's part of
+// it in order; a group's are pieces of its members' loops. RunRegion runs all three: it binds
+// every member's buffers first (none in place where another member may still read, as the buffer
+// plan decides), makes one pool call over the items, and then runs, whole and in order, each
+// member that did not finish inside the call (a pair's followers its thread did not reach, a
+// chain whose product declined a slice) or whose fast kernel declined (the interpreter computes
+// it into the same buffer).
+struct Region {
+  enum Kind { kPair, kChain, kGroup } kind = kPair;
+  size_t first = 0;  // the first member's step (set once the order is final)
+  int steps = 0;     // members: steps [first, first + steps); 0: undone while planning
+  // kPair: members 0 and 1 are the products; [2, 2 + fillers) run beside them, each whole, by
+  // whichever thread is free (Note [Kernels beside a pair]); the next `followers` by the first
+  // product's thread while the second runs (Note [Followers of a pair]).
+  int fillers = 0, followers = 0;
+  // kChain: the members run slice by slice, each product cut into items or row blocks (`cuts`,
+  // by member; Note [Batch-sliced chains]).
+  int64_t slices = 0;
+  std::vector<Cut> cuts;
+  // kGroup: the slots more than one member reads (none of them written in place), the pieces the
+  // threads claim (elements [begin, end) of member `member`), and whether they split over the
+  // pool (Note [Independent kernels as one loop]).
+  struct Piece {
     int member;
     int64_t begin, end;
   };
-  struct Group {
-    int steps = 0;
-    std::vector<int> shared;
-    std::vector<GroupPiece> pieces;
-    bool parallel = false;  // large enough to split over the pool
-  } group;
+  std::vector<int> shared;
+  std::vector<Piece> pieces;
+  bool parallel = false;
+  // AXLE_PROFILE / AXLE_TRACE: a chain's or group's row, "chain/8{...}", "group/3{...}" (a pair's
+  // members have rows of their own).
+  std::string label;
+};
+
+struct Step {
+  const Node* node = nullptr;  // kGenerated: the kernel's first node (error locations)
+  size_t index = 0;            // position in the plan (liveness, the buffer plan's steps)
+  enum Kind { kParameter, kConstant, kForward, kKernel, kGenerated, kCollective } kind = kKernel;
+  cpu::KernelChoice kernel;                  // kKernel: the hand kernel (fn null: the interpreter's)
+  const GeneratedKernel* generated = nullptr;  // kGenerated
+  std::vector<int> operands;  // slots
+  std::vector<int> results;   // slots
+  std::vector<int> release;   // slots whose last use is this step (deduplicated)
+  std::shared_ptr<const Literal> constant;  // kConstant
   // Note [Products into views] (views.cc): a product's operands read and its result written
   // in place in larger buffers; with a result view, results[0] is the slot of `into`, the value
   // whose buffer it writes (allocated by the first of its writers).
   cpu::DotViews views;
   const ir::Value* into = nullptr;
-  std::string label;        // AXLE_PROFILE only
-  std::string chain_label;  // AXLE_PROFILE only: on a chain's or group's first step, its label
+  int region = -1;    // Note [Regions]: the region this step runs in (CpuExecutable::regions_), or -1
+  std::string label;  // AXLE_PROFILE only
 };
+
+// Whether step p is its region's first member (the step before it is not in that region).
+inline bool StartsRegion(const std::vector<Step>& steps, size_t p) {
+  return steps[p].region >= 0 && (p == 0 || steps[p - 1].region != steps[p].region);
+}
 
 // A kernel step's fast kernel on its operands' buffers, through its product's views when it has
 // them (Note [Products into views]); false: no fast path, run the interpreter's kernel.
@@ -151,16 +162,17 @@ class CpuExecutable final : public Executable {
   // A scheduled module's (Note [Reading a schedule], schedule_pass.cc): the steps are in the
   // module's order; each entry is checked and applied.
   void ReadSchedule();
-  // Members [k, j) of a group: the slots more than one reads, its pieces, whether it splits.
-  void FinishGroup(std::vector<Step>& steps, size_t k, size_t j) const;
+  // Members [k, j) of a group: a region with the slots more than one reads, its pieces, whether
+  // it splits.
+  void FinishGroup(std::vector<Step>& steps, size_t k, size_t j);
   // Note [Buffer assignment]: the steps as a buffer problem, and its plan.
   void AssignBuffers(const std::vector<bool>& is_param, const std::vector<bool>& is_constant);
-  void MarkChains(std::vector<Step>& steps) const;  // Note [Batch-sliced chains]
-  void RunChain(RunState& rs, const Step* chain, std::vector<SlotState>& slots);
-  void MarkGroups(std::vector<Step>& steps) const;  // Note [Independent kernels as one loop]
-  void RunGroup(RunState& rs, const Step* group, std::vector<SlotState>& slots);
+  void MarkChains(std::vector<Step>& steps);        // Note [Batch-sliced chains]
+  void MarkGroups(std::vector<Step>& steps);        // Note [Independent kernels as one loop]
   void HoistBesidePairs(std::vector<Step>& steps) const;  // Note [Kernels beside a pair]
-  void MarkBesidePairs(std::vector<Step>& steps) const;  // a pair's fillers and followers
+  void MarkBesidePairs(std::vector<Step>& steps);   // a pair's fillers and followers
+  // After planning or reading: regions_ in step order, each with its first step, none undone.
+  void NumberRegions();
   std::vector<BufferPtr> Run(std::vector<BufferPtr> args, RunState& rs);
   void RunGenerated(RunState& rs, const Step& st, std::vector<SlotState>& slots);
   // The buffers of a generated kernel's call: the outputs' storage (as the buffer plan says) is
@@ -174,9 +186,8 @@ class CpuExecutable final : public Executable {
   // The same on this thread alone (beside a pair).
   static void CallGeneratedInline(const GeneratedKernel& g, const GeneratedCall& call);
   void RunCollective(RunState& rs, const Step& st, std::vector<SlotState>& slots);
-  // a, b, the a.fillers steps after b (Note [Kernels beside a pair]) and the a.followers steps
-  // after those (Note [Followers of a pair]).
-  void RunPair(RunState& rs, const Step* pair, std::vector<SlotState>& slots);
+  // Note [Regions]: the region's members as one pool call (region.cc).
+  void RunRegion(RunState& rs, const Region& region, std::vector<SlotState>& slots);
   void CheckArguments(const std::vector<BufferPtr>& args) const;
   void Release(RunState& rs, std::vector<SlotState>& slots, int s);
   // Counts the step's results as live (peak bytes included) once it has run.
@@ -184,11 +195,6 @@ class CpuExecutable final : public Executable {
   int64_t StepBytes(const Step& st) const;  // operands + results (AXLE_PROFILE)
   // A labelled step that ran from t0 to now: a row of AXLE_PROFILE's table, a span of AXLE_TRACE's.
   void Timed(const Step& st, std::chrono::steady_clock::time_point t0, bool parallel) const;
-  // After a chain or group of `count` steps that ran as one pool call from t0: each counted as
-  // run and in `counter`, its results live, and the call one row of AXLE_PROFILE / span of
-  // AXLE_TRACE under the first step's chain_label.
-  void RanTogether(RunState& rs, const Step* first, int count, int64_t CpuScheduleStats::*counter,
-                   std::chrono::steady_clock::time_point t0, bool parallel, std::vector<SlotState>& slots) const;
   Error StepError(const Step& st, const Error& e) const;  // e, naming the step's node
   // The storage the buffer plan gives slot s: its range of the run's arena, or (a function
   // result) a new buffer of its own.
@@ -210,6 +216,7 @@ class CpuExecutable final : public Executable {
   std::string run_label_;  // AXLE_TRACE's span of a whole run: "run @module (backend)"
   const ir::Function* f_ = nullptr;
   std::vector<Step> steps_;
+  std::vector<Region> regions_;  // Note [Regions]: by Step::region
   std::vector<int64_t> slot_bytes_;
   std::vector<ir::TensorType> slot_types_;
   std::vector<bool> is_result_;       // slot is a function result (never freed)
@@ -246,8 +253,9 @@ struct FoldedCopy {
 // Removes the copies that products can do without; returns how many, and lists them.
 int FoldViews(std::vector<Step>& steps, const std::vector<bool>& is_result, std::vector<FoldedCopy>* folded);
 
-// Note [Products side by side] (pairs.cc): marks the pairs for a two-thread target.
-void MarkPairs(std::vector<Step>& steps, const passes::Target& target);
+// Note [Products side by side] (pairs.cc): marks the pairs for a two-thread target, each a new
+// region of `regions`.
+void MarkPairs(std::vector<Step>& steps, std::vector<Region>& regions, const passes::Target& target);
 // Whether MarkPairs would pair consecutive steps a and b for `target`; PairLegal: whether a and
 // b may run as a pair at all (two whole products, b not reading a), whatever their sizes.
 bool Pairable(const Step& a, const Step& b, const passes::Target& target);
@@ -255,14 +263,13 @@ bool PairLegal(const Step& a, const Step& b);
 // Note [Kernels beside a pair]: whether st may run beside a pair's products (a whole generated
 // kernel, not a copy), whatever its size.
 bool FillerLegal(const Step& st);
-// Note [Batch-sliced chains] (chains.cc): how a product is cut into a chain's slices.
-enum class Cut { kNone, kItems, kRows };
 Cut ProductCut(const Step& st, int64_t slices, int threads);
 // Whether step st, which reads some of `internal` (the slots earlier members of a chain of
 // `slices` slices write), reads them slice by slice.
 bool ReadsBySlices(const Step& st, int64_t slices, int threads, const std::unordered_set<int>& internal,
                    const std::unordered_set<int>& viewed);
-// Note [Independent kernels as one loop] (groups.cc): whether st may join a group.
+// Note [Independent kernels as one loop] (groups.cc): whether st may join a group (a generated
+// element-wise loop in no region).
 bool Groupable(const Step& st);
 
 }  // namespace axle::runtime::internal

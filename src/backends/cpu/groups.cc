@@ -1,6 +1,6 @@
 // Independent kernels as one loop: consecutive generated loop kernels that read none of each
 // other's results run as one pool call (Note [Independent kernels as one loop]); planned when the
-// executable is built (MarkGroups), run by RunGroup.
+// executable is built (MarkGroups), run by RunRegion (region.cc).
 #include <algorithm>
 #include <chrono>
 #include <unordered_set>
@@ -22,7 +22,7 @@ namespace axle::runtime::internal {
 // at ~1 us of overhead each, and the pool thread sat idle for ~80 us of the ~260 the updates took
 // (AXLE_TRACE, vCPUs near). So MarkGroups takes each run of at least two consecutive generated
 // loop kernels (no reductions, copies, chain members or pairs' fillers) in which no kernel reads
-// another's result, and RunGroup binds all their buffers, cuts every kernel's elements into
+// another's result, and RunRegion binds all their buffers, cuts every kernel's elements into
 // pieces of half a parallel chunk (a kernel under that is one piece) and lets the threads claim
 // the pieces as one loop, each its own half first (so each thread keeps updating the same
 // parameters' state every step, Note [Chunks stay on their thread]). An element is computed by
@@ -30,7 +30,7 @@ namespace axle::runtime::internal {
 // group may become its own kernel's output (in place) only if no other kernel of the group reads
 // it. AXLE_GROUPS=0 runs them one call each.
 bool Groupable(const Step& st) {
-  if (st.kind != Step::kGenerated || st.chain.member || st.chain.steps > 0 || st.pair.next) return false;
+  if (st.kind != Step::kGenerated || st.region >= 0) return false;
   const GeneratedKernel& g = *st.generated;
   return g.fn != nullptr && !g.is_copy && !g.reduction && g.row_blocks == 1 && g.elements > 0;
 }
@@ -43,20 +43,12 @@ bool ReadsAnyOf(const Step& st, const std::unordered_set<int>& slots) {
 
 }  // namespace
 
-void CpuExecutable::MarkGroups(std::vector<Step>& steps) const {
+void CpuExecutable::MarkGroups(std::vector<Step>& steps) {
   if (target_.threads < 2 || !flags::groups()) return;
   size_t k = 0;
   while (k < steps.size()) {
     const Step& first = steps[k];
-    if (first.chain.steps > 0) {
-      k += static_cast<size_t>(first.chain.steps);
-      continue;
-    }
-    if (first.pair.next) {  // the pair, its fillers and its followers run as one pool call already
-      k += 2 + static_cast<size_t>(first.pair.fillers + first.pair.followers);
-      continue;
-    }
-    if (!Groupable(first)) {
+    if (!Groupable(first)) {  // (nor is any step in a pair's or a chain's region)
       ++k;
       continue;
     }
@@ -69,13 +61,12 @@ void CpuExecutable::MarkGroups(std::vector<Step>& steps) const {
   }
 }
 
-void CpuExecutable::FinishGroup(std::vector<Step>& steps, size_t k, size_t j) const {
-  Step& first = steps[k];
-  first.group.steps = static_cast<int>(j - k);
+void CpuExecutable::FinishGroup(std::vector<Step>& steps, size_t k, size_t j) {
+  Region group{.kind = Region::kGroup, .steps = static_cast<int>(j - k)};
   std::unordered_set<int> seen;
   for (size_t i = k; i < j; ++i)
     for (int s : std::unordered_set<int>(steps[i].operands.begin(), steps[i].operands.end()))
-      if (!seen.insert(s).second) first.group.shared.push_back(s);
+      if (!seen.insert(s).second) group.shared.push_back(s);
   int64_t total = 0;
   for (size_t i = k; i < j; ++i) total += steps[i].generated->elements;
   const int64_t most = target_.cpu.group_max_pieces;
@@ -84,47 +75,16 @@ void CpuExecutable::FinishGroup(std::vector<Step>& steps, size_t k, size_t j) co
     const int64_t chunk = g.min_chunk > 0 ? g.min_chunk : kParallelElements;
     const int64_t grain = std::max({int64_t{1}, chunk / 2, (total + most - 1) / most});
     for (int64_t b = 0; b < g.elements; b += grain)
-      first.group.pieces.push_back({static_cast<int>(i - k), b, std::min(g.elements, b + grain)});
+      group.pieces.push_back({static_cast<int>(i - k), b, std::min(g.elements, b + grain)});
   }
-  first.group.parallel = total >= kParallelElements && first.group.pieces.size() > 1;
+  group.parallel = total >= kParallelElements && group.pieces.size() > 1;
   if (profile::Labeling()) {
     std::string label;
     for (size_t i = k; i < j; ++i) label += (i > k ? "; " : "") + steps[i].label;
-    first.chain_label = fmt::format("group/{}{{{}}}", j - k, label);
+    group.label = fmt::format("group/{}{{{}}}", j - k, label);
   }
-}
-
-void CpuExecutable::RunGroup(RunState& rs, const Step* group, std::vector<SlotState>& slots) {
-  const int members = group[0].group.steps;
-  const auto t0 = std::chrono::steady_clock::now();
-  std::vector<GeneratedCall> calls(static_cast<size_t>(members));
-  for (int i = 0; i < members; ++i) {
-    try {
-      // A member is never a copy (Groupable), so it always has a loop to run.
-      // No member writes in place a value another member reads (the plan's candidates leave out
-      // Group::shared).
-      BindGenerated(rs, group[i], slots, calls[static_cast<size_t>(i)]);
-    } catch (const Error& e) {
-      throw StepError(group[i], e);
-    }
-  }
-  const std::vector<Step::GroupPiece>& pieces = group[0].group.pieces;
-  auto run = [&](int64_t lo, int64_t hi) {
-    for (int64_t p = lo; p < hi; ++p) {
-      const Step::GroupPiece& q = pieces[static_cast<size_t>(p)];
-      const GeneratedCall& call = calls[static_cast<size_t>(q.member)];
-      group[q.member].generated->fn(call.in.data(), call.out.data(), q.begin, q.end);
-    }
-  };
-  const int64_t n = static_cast<int64_t>(pieces.size());
-  {
-    ThreadPool::CallLabel chunks(group[0].chain_label);
-    if (group[0].group.parallel)
-      ThreadPool::Global().ParallelFor(n, 1, run, static_cast<int>(n));
-    else
-      run(0, n);
-  }
-  RanTogether(rs, group, members, &CpuScheduleStats::grouped_kernels, t0, group[0].group.parallel, slots);
+  for (size_t i = k; i < j; ++i) steps[i].region = static_cast<int>(regions_.size());
+  regions_.push_back(std::move(group));
 }
 
 }  // namespace axle::runtime::internal

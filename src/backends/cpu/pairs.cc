@@ -1,6 +1,7 @@
 // Products side by side on a two-thread pool, and the small kernels that run with them: the pairs
 // (Note [Products side by side]), their fillers (Note [Kernels beside a pair]) and their
-// followers (Note [Followers of a pair]); planned when the executable is built, run by RunPair.
+// followers (Note [Followers of a pair]); planned when the executable is built, run by RunRegion
+// (region.cc).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -40,7 +41,7 @@ int64_t ProductMacs(const Node& n) {
 
 bool PairLegal(const Step& a, const Step& b) {
   auto product = [&](const Step& st) {
-    return st.kind == Step::kKernel && !st.chain.member && st.kernel.fn && !st.kernel.in_place &&
+    return st.kind == Step::kKernel && st.region < 0 && st.kernel.fn && !st.kernel.in_place &&
            st.node->op() == OpKind::kDotGeneral && st.into == nullptr;
   };
   return product(a) && product(b) && std::none_of(b.operands.begin(), b.operands.end(), [&](int s) {
@@ -59,10 +60,11 @@ bool Pairable(const Step& a, const Step& b, const passes::Target& target) {
   return std::max(ma, mb) <= 2 * std::min(ma, mb);
 }
 
-void MarkPairs(std::vector<Step>& steps, const passes::Target& target) {
+void MarkPairs(std::vector<Step>& steps, std::vector<Region>& regions, const passes::Target& target) {
   for (size_t k = 0; k + 1 < steps.size(); ++k) {
     if (!Pairable(steps[k], steps[k + 1], target)) continue;
-    steps[k].pair.next = true;
+    steps[k].region = steps[k + 1].region = static_cast<int>(regions.size());
+    regions.push_back({.kind = Region::kPair, .steps = 2});
     ++k;  // the second is taken
   }
 }
@@ -107,7 +109,7 @@ namespace {
 }  // namespace
 
 bool FillerLegal(const Step& st) {
-  return st.kind == Step::kGenerated && !st.chain.member && !st.generated->is_copy && st.generated->fn != nullptr;
+  return st.kind == Step::kGenerated && st.region < 0 && !st.generated->is_copy && st.generated->fn != nullptr;
 }
 
 namespace {
@@ -120,7 +122,7 @@ bool IsFillerKind(const Step& st, const std::vector<int64_t>& slot_bytes, const 
 }
 
 bool IsTinyReduction(const Step& st, const passes::CpuScheduleParams& p) {
-  if (st.kind != Step::kGenerated || st.chain.member || st.generated->is_copy) return false;
+  if (st.kind != Step::kGenerated || st.region >= 0 || st.generated->is_copy) return false;
   for (const ir::Value* v : st.generated->outputs)
     if (v->type().NumElements() > p.tiny_result_elements) return false;
   return st.generated->reduction;
@@ -135,9 +137,12 @@ bool IsTinyReduction(const Step& st, const passes::CpuScheduleParams& p) {
 void CpuExecutable::HoistBesidePairs(std::vector<Step>& steps) const {
   if (target_.threads != 2) return;
   const size_t n = steps.size();
+  auto pair_at = [&](size_t p) {  // a pair's first product
+    return StartsRegion(steps, p) && regions_[static_cast<size_t>(steps[p].region)].kind == Region::kPair;
+  };
   std::vector<size_t> pair_ends;  // positions of the second product of each pair
   for (size_t p = 0; p + 1 < n; ++p)
-    if (steps[p].pair.next) pair_ends.push_back(p + 1);
+    if (pair_at(p)) pair_ends.push_back(p + 1);
   if (pair_ends.empty()) return;
   std::vector<std::vector<size_t>> after(n);  // steps to emit after position p (a pair's end)
   std::vector<bool> moves(n, false);
@@ -154,7 +159,7 @@ void CpuExecutable::HoistBesidePairs(std::vector<Step>& steps) const {
     std::vector<size_t> run;
     for (size_t c = a; c-- > 0;) {
       const Step& st = steps[c];
-      if (moves[c] || st.pair.next || is_end[c] || run.size() >= static_cast<size_t>(target_.cpu.max_fillers)) break;
+      if (moves[c] || pair_at(c) || is_end[c] || run.size() >= static_cast<size_t>(target_.cpu.max_fillers)) break;
       const bool read = std::any_of(st.results.begin(), st.results.end(), [&](int s) {
         return std::find(readers.begin(), readers.end(), s) != readers.end();
       });
@@ -196,16 +201,17 @@ void CpuExecutable::HoistBesidePairs(std::vector<Step>& steps) const {
 // Counts each pair's fillers (Note [Kernels beside a pair]: they read neither product nor one
 // another) and then its followers (Note [Followers of a pair]: they read neither the second
 // product nor a filler).
-void CpuExecutable::MarkBesidePairs(std::vector<Step>& steps) const {
+void CpuExecutable::MarkBesidePairs(std::vector<Step>& steps) {
   for (size_t k = 0; k + 1 < steps.size(); ++k) {
-    Step& a = steps[k];
-    if (!a.pair.next) continue;
+    const Step& a = steps[k];
+    if (!StartsRegion(steps, k) || regions_[static_cast<size_t>(a.region)].kind != Region::kPair) continue;
+    Region& pair = regions_[static_cast<size_t>(a.region)];
     std::vector<int> unready(steps[k + 1].results);  // the second product's and the fillers'
     size_t j = k + 2;
     auto mark = [&](int& count, int most, bool filler) {
       for (; j < steps.size() && count < most; ++j) {
         const Step& f = steps[j];
-        if (f.pair.next || !IsFillerKind(f, slot_bytes_, target_.cpu)) break;
+        if (!IsFillerKind(f, slot_bytes_, target_.cpu)) break;  // (a step in a region is not)
         const bool reads = std::any_of(f.operands.begin(), f.operands.end(), [&](int s) {
           return std::find(unready.begin(), unready.end(), s) != unready.end() ||
                  (filler && std::find(a.results.begin(), a.results.end(), s) != a.results.end());
@@ -215,103 +221,11 @@ void CpuExecutable::MarkBesidePairs(std::vector<Step>& steps) const {
         ++count;
       }
     };
-    mark(a.pair.fillers, target_.cpu.max_fillers, /*filler=*/true);
-    mark(a.pair.followers, target_.cpu.max_followers, /*filler=*/false);
+    mark(pair.fillers, target_.cpu.max_fillers, /*filler=*/true);
+    mark(pair.followers, target_.cpu.max_followers, /*filler=*/false);
+    pair.steps = 2 + pair.fillers + pair.followers;
+    for (size_t q = k + 2; q < j; ++q) steps[q].region = a.region;
     k = j - 1;
-  }
-}
-
-// Note [Products side by side]: two products (kernels of one result, not in place), one per thread,
-// then (Note [Kernels beside a pair]) the fillers, each whole, by whichever thread is free, and
-// (Note [Followers of a pair]) the followers, by the first product's thread while the second runs.
-void CpuExecutable::RunPair(RunState& rs, const Step* pair, std::vector<SlotState>& slots) {
-  const Step* st[2] = {&pair[0], &pair[1]};
-  const int fillers = pair[0].pair.fillers;
-  const int followers = pair[0].pair.followers;
-  const int items = 2 + fillers;
-  std::vector<const Literal*> ops[2];
-  BufferPtr out[2];
-  bool done[2] = {false, false};
-  std::vector<double> secs(static_cast<size_t>(items + followers), 0.0);
-  std::vector<std::exception_ptr> error(static_cast<size_t>(items + followers));
-  for (int i = 0; i < 2; ++i) {
-    for (int s : st[i]->operands) ops[i].push_back(slots[static_cast<size_t>(s)].buf.get());
-    out[i] = Planned(rs, st[i]->results[0]);
-  }
-  // The fillers' and followers' outputs are bound before the call, never in place (the buffer
-  // plan has no in-place candidates here): the products may read any input while a filler
-  // writes. A follower may read the first product, so its slot holds that product's buffer from
-  // here on.
-  std::vector<GeneratedCall> calls(static_cast<size_t>(fillers + followers));
-  std::vector<char> bound(static_cast<size_t>(fillers + followers), 0);
-  if (followers > 0) Bind(slots[static_cast<size_t>(st[0]->results[0])], out[0], false);
-  for (int f = 0; f < fillers + followers; ++f)
-    bound[static_cast<size_t>(f)] = BindGenerated(rs, pair[2 + f], slots, calls[static_cast<size_t>(f)]);
-  std::atomic<bool> second_done{false};
-  int followed = 0;  // followers run inside the call, by the first product's thread
-  auto run = [&](int64_t i) {  // pair[i] whole on this thread, timed; an error is kept for later
-    const Step& s = pair[i];
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      if (i < 2) {
-        done[i] = RunKernel(s, ops[i], *out[i]);
-      } else if (bound[static_cast<size_t>(i - 2)] && s.generated->elements > 0) {
-        CallGeneratedInline(*s.generated, calls[static_cast<size_t>(i - 2)]);
-      }
-    } catch (...) {
-      error[static_cast<size_t>(i)] = std::current_exception();
-    }
-    const auto t1 = std::chrono::steady_clock::now();
-    secs[static_cast<size_t>(i)] = std::chrono::duration<double>(t1 - t0).count();
-    profile::TraceSpan(s.label, t0, t1);  // on the thread that ran it
-  };
-  ThreadPool::Global().ParallelFor(items, 1, [&](int64_t lo, int64_t hi) {
-    cpu::ProductsOnOneThread alone;
-    for (int64_t i = lo; i < hi; ++i) {
-      run(i);
-      if (i == 1) second_done.store(true, std::memory_order_release);
-      if (i != 0 || !done[0] || error[0]) continue;
-      while (followed < followers && !second_done.load(std::memory_order_acquire)) {
-        const int64_t f = items + followed++;
-        run(f);
-        if (error[static_cast<size_t>(f)]) break;
-      }
-    }
-  }, items);
-  for (int i = 0; i < items + followers; ++i) {
-    const Step& s = pair[i];
-    ++rs.stats.kernels_run;
-    try {
-      if (error[static_cast<size_t>(i)]) std::rethrow_exception(error[static_cast<size_t>(i)]);
-      if (i < 2) {
-        ++rs.schedule.products_paired;
-        SlotState& r = slots[static_cast<size_t>(s.results[0])];
-        if (!done[i]) {
-          // The interpreter's values go into the storage the followers' inputs point at.
-          ++rs.stats.fallback_kernels;
-          const Literal res = std::move(ir::EvaluateNode(*s.node, ops[i], rs.device.device)[0]);
-          std::memcpy(out[i]->mutable_bytes().data(), res.bytes().data(), res.bytes().size());
-        }
-        Bind(r, std::move(out[i]), false);
-      } else if (i < items) {
-        ++rs.schedule.kernels_beside_pairs;
-      } else if (i < items + followed) {
-        ++rs.schedule.followers_beside_pairs;
-      } else {  // not reached while the second product ran: split over the pool, as usual
-        const auto t0 = std::chrono::steady_clock::now();
-        const int64_t splits = ThreadPool::Global().dispatches();
-        {
-          ThreadPool::CallLabel chunks(s.label);
-          if (bound[static_cast<size_t>(i - 2)]) CallGenerated(*s.generated, calls[static_cast<size_t>(i - 2)]);
-        }
-        if (!s.label.empty()) Timed(s, t0, ThreadPool::Global().dispatches() != splits);
-      }
-    } catch (const Error& e) {
-      throw StepError(s, e);
-    }
-    Produced(rs, s, slots);
-    if (!s.label.empty() && profile::Enabled() && i < items + followed)
-      profile::Record(s.label, secs[static_cast<size_t>(i)], StepBytes(s), /*parallel=*/false);
   }
 }
 

@@ -51,22 +51,28 @@ std::string CpuExecutable::DescribeSchedule() const {
   // The steps that run as part of a pair's, chain's or group's pool call, marked on its first.
   std::vector<std::string> part_of(steps_.size());
   int paired = 0, chained = 0, grouped = 0;
-  for (size_t p = 0; p < steps_.size(); ++p) {
-    const Step& st = steps_[p];
+  for (const Region& r : regions_) {
+    const size_t p = r.first;
     auto mark = [&](size_t from, size_t count, const std::string& what) {
       for (size_t q = from; q < from + count && q < steps_.size(); ++q) part_of[q] = what;
     };
-    if (st.pair.next) {
-      paired += 2;
-      mark(p + 1, 1, fmt::format("paired with {}", p));
-      mark(p + 2, static_cast<size_t>(st.pair.fillers), fmt::format("beside the pair at {}", p));
-      mark(p + 2 + static_cast<size_t>(st.pair.fillers), static_cast<size_t>(st.pair.followers),
-           fmt::format("after {} on its thread", p));
+    switch (r.kind) {
+      case Region::kPair:
+        paired += 2;
+        mark(p + 1, 1, fmt::format("paired with {}", p));
+        mark(p + 2, static_cast<size_t>(r.fillers), fmt::format("beside the pair at {}", p));
+        mark(p + 2 + static_cast<size_t>(r.fillers), static_cast<size_t>(r.followers),
+             fmt::format("after {} on its thread", p));
+        break;
+      case Region::kChain:
+        mark(p + 1, static_cast<size_t>(r.steps - 1), fmt::format("in the chain at {}", p));
+        chained += r.steps;
+        break;
+      case Region::kGroup:
+        mark(p + 1, static_cast<size_t>(r.steps - 1), fmt::format("in the group at {}", p));
+        grouped += r.steps;
+        break;
     }
-    if (st.chain.steps > 0) mark(p + 1, static_cast<size_t>(st.chain.steps - 1), fmt::format("in the chain at {}", p));
-    if (st.group.steps > 0) mark(p + 1, static_cast<size_t>(st.group.steps - 1), fmt::format("in the group at {}", p));
-    chained += st.chain.member ? 1 : 0;
-    grouped += st.group.steps;
   }
   std::string out = fmt::format(
       "schedule @{} for {}: {} steps, {} products paired, {} chained, {} grouped, {} copies folded\n",
@@ -99,14 +105,16 @@ std::string CpuExecutable::DescribeSchedule() const {
         break;
     }
     std::vector<std::string> notes;
-    if (st.pair.next)
-      notes.push_back(fmt::format("pair with {} (fillers {}, followers {})", p + 1, st.pair.fillers, st.pair.followers));
-    if (st.chain.steps > 0)
-      notes.push_back(fmt::format("chain of {} in {} slices{}", st.chain.steps, st.chain.slices, st.chain.by_rows ? " by rows" : ""));
-    if (!part_of[p].empty()) notes.push_back(part_of[p] + (st.chain.steps == 0 && st.chain.by_rows ? " by rows" : ""));
-    if (st.group.steps > 0)
-      notes.push_back(fmt::format("group of {} in {} pieces{}", st.group.steps, st.group.pieces.size(),
-                                  st.group.parallel ? "" : ", one thread"));
+    const Region* r = st.region >= 0 ? &regions_[static_cast<size_t>(st.region)] : nullptr;
+    const bool first = r != nullptr && r->first == p;
+    const bool by_rows = r != nullptr && r->kind == Region::kChain && r->cuts[p - r->first] == Cut::kRows;
+    if (first && r->kind == Region::kPair)
+      notes.push_back(fmt::format("pair with {} (fillers {}, followers {})", p + 1, r->fillers, r->followers));
+    if (first && r->kind == Region::kChain)
+      notes.push_back(fmt::format("chain of {} in {} slices{}", r->steps, r->slices, by_rows ? " by rows" : ""));
+    if (!part_of[p].empty()) notes.push_back(part_of[p] + (!first && by_rows ? " by rows" : ""));
+    if (first && r->kind == Region::kGroup)
+      notes.push_back(fmt::format("group of {} in {} pieces{}", r->steps, r->pieces.size(), r->parallel ? "" : ", one thread"));
     if (!st.views.plain())
       notes.push_back(fmt::format("views a{} b{} c{}", ViewText(st.views.lhs), ViewText(st.views.rhs),
                                   ViewText(st.views.out)));

@@ -71,11 +71,17 @@ void CpuExecutable::WriteSchedule(ir::Module& out) const {
   std::unordered_map<const Node*, size_t> pos;
   for (size_t i = 0; i < mine.size(); ++i) pos[mine[i].get()] = i;
   auto node = [&](const Node* n) { return theirs[pos.at(n)].get(); };
-  for (const Step& st : steps_) {
+  for (size_t p = 0; p < steps_.size(); ++p) {
+    const Step& st = steps_[p];
     std::vector<ir::ScheduleEntry> e;
-    if (st.pair.next) e.push_back({"pair", {st.pair.fillers, st.pair.followers}, ""});
-    if (st.chain.steps > 0) e.push_back({"chain", {st.chain.steps, st.chain.slices}, ""});
-    if (st.group.steps > 0) e.push_back({"group", {st.group.steps}, ""});
+    if (st.region >= 0 && regions_[static_cast<size_t>(st.region)].first == p) {
+      const Region& r = regions_[static_cast<size_t>(st.region)];
+      switch (r.kind) {
+        case Region::kPair: e.push_back({"pair", {r.fillers, r.followers}, ""}); break;
+        case Region::kChain: e.push_back({"chain", {r.steps, r.slices}, ""}); break;
+        case Region::kGroup: e.push_back({"group", {r.steps}, ""}); break;
+      }
+    }
     if (!st.views.lhs.plain()) e.push_back({"lhs_view", ViewInts(st.views.lhs), ""});
     if (!st.views.rhs.plain()) e.push_back({"rhs_view", ViewInts(st.views.rhs), ""});
     if (!st.views.out.plain()) e.push_back({"out_view", ViewInts(st.views.out), ""});
@@ -231,8 +237,11 @@ void CpuExecutable::ReadSchedule() {
                  filler ? " nor another filler's" : " that is still running nor a filler's");
           if (filler) unready.insert(unready.end(), f.results.begin(), f.results.end());
         }
-        st.pair = {true, static_cast<int>(fillers), static_cast<int>(followers)};
+        const int pair = static_cast<int>(regions_.size());
+        regions_.push_back({.kind = Region::kPair, .steps = static_cast<int>(2 + fillers + followers),
+                            .fillers = static_cast<int>(fillers), .followers = static_cast<int>(followers)});
         covered = p + 2 + fillers + followers;
+        for (size_t j = p; j < covered; ++j) steps_[j].region = pair;
       } else if (e.key == "chain") {
         const std::vector<int64_t> v = ints(n, e, 2);
         const size_t count = static_cast<size_t>(v[0]);
@@ -261,16 +270,16 @@ void CpuExecutable::ReadSchedule() {
           internal.insert(m.results.begin(), m.results.end());
         }
         if (!linked) Fail("{}: sched{{chain=[{}, {}]}}: no step of the chain reads another", where(n), v[0], v[1]);
+        Region chain{.kind = Region::kChain, .steps = static_cast<int>(count), .slices = slices};
         std::string label;
         for (size_t j = p; j < p + count; ++j) {
           Step& m = steps_[j];
-          m.chain.member = true;
-          m.chain.by_rows = ProductCut(m, slices, threads) == Cut::kRows;
+          m.region = static_cast<int>(regions_.size());
+          chain.cuts.push_back(ProductCut(m, slices, threads));
           if (profile::Labeling()) label += (j > p ? "; " : "") + m.label;
         }
-        st.chain.steps = static_cast<int>(count);
-        st.chain.slices = slices;
-        if (profile::Labeling()) st.chain_label = fmt::format("chain/{}{{{}}}", slices, label);
+        if (profile::Labeling()) chain.label = fmt::format("chain/{}{{{}}}", slices, label);
+        regions_.push_back(std::move(chain));
         covered = p + count;
       } else {
         const size_t count = static_cast<size_t>(ints(n, e, 1)[0]);
