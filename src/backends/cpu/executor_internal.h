@@ -1,6 +1,7 @@
-// The CPU executor's plan and executable, shared by executor.cc (planning, buffers, the run
-// loop) and pairs.cc (products side by side and the small kernels that go with them). Not
-// part of the runtime's interface: include executor.h for that.
+// The CPU executor's plan and executable, shared by executor.cc (steps, buffers, the run loop),
+// the planners that mark regions (views.cc, pairs.cc, chains.cc, groups.cc), the schedule's
+// writer and reader (schedule_pass.cc, schedule.cc) and the region runner (region.cc). Not part
+// of the runtime's interface: include executor.h for that.
 #pragma once
 
 #include <atomic>
