@@ -63,9 +63,9 @@ struct Lowered {
 // structural hash, the target and the fast-math setting (and, through DiskCache::MakeKey, the
 // build, so a changed pass never reads an old result). The hash ignores value names and the order
 // of independent nodes, as the frontend's executable cache does: modules it calls equal compute
-// the same values, so they may share one optimized module. The cached module is the fused one
-// (the pipeline ends with `fuse`, Note [Fusion in the IR]), so a warm start does not fuse again
-// either. An entry that does not parse or verify is a warning and a miss, never a crash or a
+// the same values, so they may share one optimized module. The cached module is the scheduled
+// one (the pipeline ends with `schedule`, Note [Reading a schedule]: fusion, order, regions,
+// views and buffers), so a warm start neither fuses nor plans. An entry that does not parse or verify is a warning and a miss, never a crash or a
 // wrong module.
 std::unique_ptr<ir::Module> Optimize(const ir::Module& module, const passes::Target& target, bool fast_math,
                                      DiskCache* cache, CompileInfo* info) {

@@ -253,6 +253,7 @@ void CpuExecutable::Plan(std::vector<PlanItem> items) {
     }
   }
   AssignBuffers(is_param, is_constant);
+  if (!module_->scheduled_for().empty()) ReadBuffers();
 }
 
 // Note [Buffer assignment]: the executor's steps, in the order it runs them, as the compiler's

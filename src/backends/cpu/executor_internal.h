@@ -163,6 +163,9 @@ class CpuExecutable final : public Executable {
   // A scheduled module's (Note [Reading a schedule], schedule_pass.cc): the steps are in the
   // module's order; each entry is checked and applied.
   void ReadSchedule();
+  // After the buffer plan is derived: a scheduled module's arena offsets, checked and taken
+  // (Note [Buffers in the schedule], schedule_pass.cc).
+  void ReadBuffers();
   // Members [k, j) of a group: a region with the slots more than one reads, its pieces, whether
   // it splits.
   void FinishGroup(std::vector<Step>& steps, size_t k, size_t j);

@@ -16,6 +16,8 @@
 //       %n1 = fusion(%p1, %g1) {...} sched{group=2} : f32[40000]               2 kernels, one loop
 //       %q2 = fusion(%qkv) {...} sched{fold=read} : f32[...]     products read %qkv through views
 //       %o = dot_general(%q2, %k2) {...} sched{lhs_view=[0, 2304, 1]} : ...    [offset, strides]
+//       %p = fusion(%s) {...} sched{at=32768} : ...          its result's arena offset
+//       %c = fusion(%a, %b) {...} sched{take=0} : ...        written over operand 0 (in place)
 //
 // The entry function's node order is the order the steps run in; pair=[fillers, followers] runs
 // the product with the next one and then that many kernels beside them (Note [Kernels beside a
@@ -30,7 +32,8 @@
 // be exactly the ones written, since a view that no fold produces would read or write the wrong
 // elements. A schedule that fails a check is an error naming the node and the entry, never a
 // wrong answer. Group pieces, the slots a group's members share and each value's last use follow
-// from the steps and are not written.
+// from the steps and are not written. The buffer plan's entries (at, take) are read after the
+// plan is derived (Note [Buffers in the schedule], below).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -54,6 +57,28 @@ std::vector<int64_t> ViewInts(const cpu::View& v) {
 }
 
 bool IsViewKey(std::string_view key) { return key == "lhs_view" || key == "rhs_view" || key == "out_view"; }
+// "@main: node #7 (dot_general -> %y) at f.axir:12": a scheduled node, for errors.
+std::string where(const Node* n) {
+  const auto& nodes = n->parent()->nodes();
+  size_t pos = 0;
+  while (pos < nodes.size() && nodes[pos].get() != n) ++pos;
+  std::string names;
+  for (const Value* v : n->results())
+    if (!v->name().empty()) names += (names.empty() ? " %" : ", %") + v->name();
+  return fmt::format("@{}: node #{} ({}{}){}", n->parent()->name(), pos, n->name(), names.empty() ? "" : " ->" + names,
+                     n->loc().line > 0 ? fmt::format(" at {}:{}", n->loc().file, n->loc().line) : "");
+}
+
+bool IsBufferKey(std::string_view key) { return key == "at" || key == "take"; }
+
+// Steps whose results the buffer plan places (not bound to an argument or a constant, nor
+// another name of their operands' storage).
+bool PlacesValues(const Step& st) {
+  return st.kind != Step::kParameter && st.kind != Step::kConstant && st.kind != Step::kForward;
+}
+bool InArena(const passes::BufferPlan::Value& v) {
+  return v.storage == passes::BufferPlan::Storage::kArena && v.buffer >= 0;
+}
 
 bool ReadsAnyOf(const Step& st, const std::vector<int>& slots) {
   return std::any_of(st.operands.begin(), st.operands.end(),
@@ -85,6 +110,21 @@ void CpuExecutable::WriteSchedule(ir::Module& out) const {
     if (!st.views.lhs.plain()) e.push_back({"lhs_view", ViewInts(st.views.lhs), ""});
     if (!st.views.rhs.plain()) e.push_back({"rhs_view", ViewInts(st.views.rhs), ""});
     if (!st.views.out.plain()) e.push_back({"out_view", ViewInts(st.views.out), ""});
+    // Note [Buffers in the schedule]: where the step's results live and whose storage they take.
+    if (PlacesValues(st)) {
+      std::vector<int64_t> at, take;
+      bool in_arena = false, takes = false;
+      for (int s : st.results) {
+        at.push_back(InArena(buffer_plan_.values[static_cast<size_t>(s)]) ? buffer_plan_.values[static_cast<size_t>(s)].offset : -1);
+        in_arena = in_arena || at.back() >= 0;
+      }
+      for (const passes::BufferPlan::Take& t : buffer_plan_.takes[p]) {
+        take.push_back(t.operand);
+        takes = takes || t.operand >= 0;
+      }
+      if (in_arena) e.push_back({"at", std::move(at), ""});
+      if (takes) e.push_back({"take", std::move(take), ""});
+    }
     node(st.node)->set_schedule(std::move(e));
   }
   for (const FoldedCopy& c : folded_) node(c.node)->set_schedule({{"fold", {}, c.written ? "write" : "read"}});
@@ -144,15 +184,6 @@ void CpuExecutable::ReadSchedule() {
       if (g.get() != f_ && !n->schedule().empty())
         Fail("@{}: {} of @{} has sched{{...}} entries, but only the entry function's nodes are scheduled", g->name(),
              n->name(), module_->name());
-  std::unordered_map<const Node*, size_t> pos_of;
-  for (size_t i = 0; i < f_->nodes().size(); ++i) pos_of[f_->nodes()[i].get()] = i;
-  auto where = [&](const Node* n) {
-    std::string names;
-    for (const Value* v : n->results())
-      if (!v->name().empty()) names += (names.empty() ? " %" : ", %") + v->name();
-    return fmt::format("@{}: node #{} ({}{}){}", f_->name(), pos_of.at(n), n->name(), names.empty() ? "" : " ->" + names,
-                       n->loc().line > 0 ? fmt::format(" at {}:{}", n->loc().file, n->loc().line) : "");
-  };
   auto ints = [&](const Node* n, const ir::ScheduleEntry& e, size_t count) {
     if (e.ints.size() != count || !e.word.empty() ||
         std::any_of(e.ints.begin(), e.ints.end(), [](int64_t i) { return i < 0; }))
@@ -213,10 +244,10 @@ void CpuExecutable::ReadSchedule() {
              where(n), view_keys[k], fmt::join(e->ints, ", "), fmt::join(want, ", "));
     }
     for (const ir::ScheduleEntry& e : n->schedule()) {
-      if (IsViewKey(e.key)) continue;
+      if (IsViewKey(e.key) || IsBufferKey(e.key)) continue;  // views: above; buffers: ReadBuffers
       if (e.key != "pair" && e.key != "chain" && e.key != "group")
-        Fail("{}: unknown schedule entry '{}' (the CPU schedule has pair, chain, group, fold, lhs_view, rhs_view and "
-             "out_view)", where(n), e.key);
+        Fail("{}: unknown schedule entry '{}' (the CPU schedule has pair, chain, group, fold, lhs_view, rhs_view, "
+             "out_view, at and take)", where(n), e.key);
       if (p < covered)
         Fail("{}: sched{{{}=...}} on a step that already runs in the region before it", where(n), e.key);
       if (e.key == "pair") {
@@ -299,6 +330,95 @@ void CpuExecutable::ReadSchedule() {
       }
     }
   }
+}
+
+// Note [Buffers in the schedule]
+// The schedule pass writes the buffer plan (Note [Buffer assignment]) beside the steps: on each
+// step that places values, at=[offset, ...] gives each result's byte offset in the arena (-1: a
+// function result with storage of its own), and take=[operand, ...] the operand whose storage a
+// result takes in place (-1: none; an argument's only if the caller donated it). They follow
+// from the steps, so `axle opt` shows the plan and a .axir test can check it. Reading a scheduled
+// module, the executor derives the plan from the steps again (lives, in-place writes) and then
+// runs the offsets as written: a moved buffer is fine as long as no two buffers alive at the same
+// time share a byte (passes::CheckBufferPlan), and the values of one buffer (in place, or
+// written through a view) share an offset. The in-place writes must be exactly the derived ones,
+// since they decide which values are one buffer. A schedule written without buffers (by hand, or
+// before they were written) runs the plan as derived.
+void CpuExecutable::ReadBuffers() {
+  bool written = false;
+  for (const Step& st : steps_) written = written || st.node->FindSchedule("at") || st.node->FindSchedule("take");
+  if (!written) return;
+  passes::BufferPlan plan = buffer_plan_;
+  std::vector<int64_t> offset(static_cast<size_t>(plan.num_buffers), -1);
+  std::vector<const Node*> placed_by(static_cast<size_t>(plan.num_buffers), nullptr);
+  for (size_t p = 0; p < steps_.size(); ++p) {
+    const Step& st = steps_[p];
+    const Node* n = st.node;
+    const ir::ScheduleEntry* at = n->FindSchedule("at");
+    const ir::ScheduleEntry* take = n->FindSchedule("take");
+    if (!PlacesValues(st)) {
+      if (at != nullptr || take != nullptr)
+        Fail("{}: sched{{{}=...}} on a step whose results are an argument, a constant or its operands under another "
+             "name: the buffer plan places nothing here", where(n), at != nullptr ? "at" : "take");
+      continue;
+    }
+    std::vector<int64_t> derived;
+    bool takes = false;
+    for (const passes::BufferPlan::Take& t : plan.takes[p]) {
+      derived.push_back(t.operand);
+      takes = takes || t.operand >= 0;
+    }
+    if (takes ? take == nullptr || take->ints != derived || !take->word.empty() : take != nullptr)
+      Fail("{}: {}, but the in-place rule of Note [Buffer assignment] gives {}: schedule the module again (axle opt "
+           "--passes=schedule)", where(n),
+           take != nullptr ? fmt::format("sched{{take=[{}]}}", fmt::join(take->ints, ", ")) : "no sched{take=...}",
+           takes ? fmt::format("take=[{}]", fmt::join(derived, ", ")) : "no in-place write");
+    bool in_arena = false;
+    for (int s : st.results) in_arena = in_arena || InArena(plan.values[static_cast<size_t>(s)]);
+    if (!in_arena) {
+      if (at != nullptr)
+        Fail("{}: sched{{at=...}}, but no result of this step lives in the arena (each is a function result)", where(n));
+      continue;
+    }
+    if (at == nullptr)
+      Fail("{}: no sched{{at=[...]}}, while other steps of the schedule place their results: every step with a "
+           "result in the arena says where (Note [Buffers in the schedule])", where(n));
+    if (at->ints.size() != st.results.size() || !at->word.empty())
+      Fail("{}: sched{{at=...}} expects {} offset{}, one per result", where(n), st.results.size(),
+           st.results.size() == 1 ? "" : "s");
+    for (size_t r = 0; r < st.results.size(); ++r) {
+      const passes::BufferPlan::Value& v = plan.values[static_cast<size_t>(st.results[r])];
+      const int64_t w = at->ints[r];
+      if (!InArena(v)) {
+        if (w != -1)
+          Fail("{}: sched{{at=...}}: result {} is a function result with storage of its own, so its offset is -1, "
+               "not {}", where(n), r, w);
+        continue;
+      }
+      if (w < 0 || w % 64 != 0)
+        Fail("{}: sched{{at=...}}: result {} at {}: an arena offset is a multiple of 64 (a cache line)", where(n), r, w);
+      int64_t& o = offset[static_cast<size_t>(v.buffer)];
+      if (o >= 0 && o != w)
+        Fail("{}: sched{{at=...}} puts result {} at {}, but it is one buffer with a value {} placed at {} (in place, or "
+             "written through a view)", where(n), r, w, where(placed_by[static_cast<size_t>(v.buffer)]), o);
+      o = w;
+      placed_by[static_cast<size_t>(v.buffer)] = n;
+    }
+  }
+  plan.arena_bytes = 0;
+  for (size_t s = 0; s < plan.values.size(); ++s) {
+    passes::BufferPlan::Value& v = plan.values[s];
+    if (!InArena(v)) continue;
+    v.offset = offset[static_cast<size_t>(v.buffer)];
+    AXLE_CHECK(v.offset >= 0, "slot {} is in the arena but no step placed it", s);
+    plan.arena_bytes = std::max(plan.arena_bytes, v.offset + (buffer_problem_.values[s].bytes + 63) / 64 * 64);
+  }
+  const std::string bad = passes::CheckBufferPlan(buffer_problem_, plan);
+  if (!bad.empty())
+    Fail("@{}: the schedule's arena offsets (sched{{at=...}}) do not fit: {} (Note [Buffers in the schedule]; the "
+         "steps are as in axle compile --emit=buffers): schedule the module again (axle opt --passes=schedule)",
+         f_->name(), bad);
+  buffer_plan_ = std::move(plan);
 }
 
 void WriteSchedule(const Executable& exe, ir::Module& out) {
