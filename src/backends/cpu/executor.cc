@@ -73,9 +73,7 @@
 namespace axle::runtime {
 
 namespace internal {
-namespace {
 
-// "node #7 (dot_general -> %y)": the node's position in its function and its results.
 std::string DescribeNode(const Node& n) {
   size_t pos = 0;
   const auto& nodes = n.parent()->nodes();
@@ -85,8 +83,6 @@ std::string DescribeNode(const Node& n) {
     if (!v->name().empty()) names += (names.empty() ? " %" : ", %") + v->name();
   return fmt::format("node #{} ({}{})", pos, n.name(), names.empty() ? "" : " ->" + names);
 }
-
-}  // namespace
 
 
 // Note [Buffers kept between runs]: bytes all executables keep for their next run, and the most.

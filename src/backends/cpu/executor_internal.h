@@ -90,6 +90,9 @@ struct Step {
   std::string label;  // AXLE_PROFILE only
 };
 
+// "node #7 (dot_general -> %y)": a node's position in its function and its results (errors).
+std::string DescribeNode(const Node& n);
+
 // Whether step p is its region's first member (the step before it is not in that region).
 inline bool StartsRegion(const std::vector<Step>& steps, size_t p) {
   return steps[p].region >= 0 && (p == 0 || steps[p - 1].region != steps[p].region);

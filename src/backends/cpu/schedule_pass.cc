@@ -58,14 +58,8 @@ std::vector<int64_t> ViewInts(const cpu::View& v) {
 
 bool IsViewKey(std::string_view key) { return key == "lhs_view" || key == "rhs_view" || key == "out_view"; }
 // "@main: node #7 (dot_general -> %y) at f.axir:12": a scheduled node, for errors.
-std::string where(const Node* n) {
-  const auto& nodes = n->parent()->nodes();
-  size_t pos = 0;
-  while (pos < nodes.size() && nodes[pos].get() != n) ++pos;
-  std::string names;
-  for (const Value* v : n->results())
-    if (!v->name().empty()) names += (names.empty() ? " %" : ", %") + v->name();
-  return fmt::format("@{}: node #{} ({}{}){}", n->parent()->name(), pos, n->name(), names.empty() ? "" : " ->" + names,
+std::string Where(const Node* n) {
+  return fmt::format("@{}: {}{}", n->parent()->name(), DescribeNode(*n),
                      n->loc().line > 0 ? fmt::format(" at {}:{}", n->loc().file, n->loc().line) : "");
 }
 
@@ -187,7 +181,7 @@ void CpuExecutable::ReadSchedule() {
   auto ints = [&](const Node* n, const ir::ScheduleEntry& e, size_t count) {
     if (e.ints.size() != count || !e.word.empty() ||
         std::any_of(e.ints.begin(), e.ints.end(), [](int64_t i) { return i < 0; }))
-      Fail("{}: sched{{{}=...}} expects {} non-negative integer{}", where(n), e.key, count, count == 1 ? "" : "s");
+      Fail("{}: sched{{{}=...}} expects {} non-negative integer{}", Where(n), e.key, count, count == 1 ? "" : "s");
     return e.ints;
   };
 
@@ -202,15 +196,15 @@ void CpuExecutable::ReadSchedule() {
     const ir::ScheduleEntry* e = n->FindSchedule("fold");
     if (e == nullptr) continue;
     if (e->word != "read" && e->word != "write")
-      Fail("{}: sched{{fold=...}} expects read or write", where(n.get()));
+      Fail("{}: sched{{fold=...}} expects read or write", Where(n.get()));
     if (n->schedule().size() != 1)
-      Fail("{}: a folded copy runs as no step of its own, so sched{{fold={}}} is its only entry", where(n.get()), e->word);
+      Fail("{}: a folded copy runs as no step of its own, so sched{{fold={}}} is its only entry", Where(n.get()), e->word);
     const auto it = derived.find(n.get());
     if (it == derived.end())
       Fail("{}: sched{{fold={}}}, but no product reads or writes this copy's values through a view (Note [Products "
-           "into views]): schedule the module again (axle opt --passes=schedule)", where(n.get()), e->word);
+           "into views]): schedule the module again (axle opt --passes=schedule)", Where(n.get()), e->word);
     if (it->second != (e->word == "write"))
-      Fail("{}: sched{{fold={}}}, but the products {} this copy's values", where(n.get()), e->word,
+      Fail("{}: sched{{fold={}}}, but the products {} this copy's values", Where(n.get()), e->word,
            it->second ? "write" : "read");
   }
   if (derived.size() != annotated)
@@ -218,7 +212,7 @@ void CpuExecutable::ReadSchedule() {
       if (c.node->FindSchedule("fold") == nullptr)
         Fail("{}: the schedule folds other copies, and products could {} this one's values through views too, but "
              "it has no sched{{fold={}}}: schedule the module again (axle opt --passes=schedule)",
-             where(c.node), c.written ? "write" : "read", c.written ? "write" : "read");
+             Where(c.node), c.written ? "write" : "read", c.written ? "write" : "read");
 
   // Each step's entries, in order; a region's steps carry none of their own.
   size_t covered = 0;  // steps before this belong to a region already
@@ -237,34 +231,34 @@ void CpuExecutable::ReadSchedule() {
       const std::vector<int64_t> want = views[k]->plain() ? std::vector<int64_t>{} : ViewInts(*views[k]);
       if (e == nullptr && !want.empty())
         Fail("{}: the product reads or writes a folded copy's values through a view, but has no sched{{{}=[{}]}}",
-             where(n), view_keys[k], fmt::join(want, ", "));
+             Where(n), view_keys[k], fmt::join(want, ", "));
       if (e != nullptr && (e->ints != want || !e->word.empty()))
         Fail("{}: sched{{{}=[{}]}}, but the folded copies give this product the view [{}] (Note [Products into "
              "views]): schedule the module again (axle opt --passes=schedule)",
-             where(n), view_keys[k], fmt::join(e->ints, ", "), fmt::join(want, ", "));
+             Where(n), view_keys[k], fmt::join(e->ints, ", "), fmt::join(want, ", "));
     }
     for (const ir::ScheduleEntry& e : n->schedule()) {
       if (IsViewKey(e.key) || IsBufferKey(e.key)) continue;  // views: above; buffers: ReadBuffers
       if (e.key != "pair" && e.key != "chain" && e.key != "group")
         Fail("{}: unknown schedule entry '{}' (the CPU schedule has pair, chain, group, fold, lhs_view, rhs_view, "
-             "out_view, at and take)", where(n), e.key);
+             "out_view, at and take)", Where(n), e.key);
       if (p < covered)
-        Fail("{}: sched{{{}=...}} on a step that already runs in the region before it", where(n), e.key);
+        Fail("{}: sched{{{}=...}} on a step that already runs in the region before it", Where(n), e.key);
       if (e.key == "pair") {
         const std::vector<int64_t> v = ints(n, e, 2);
         const size_t fillers = static_cast<size_t>(v[0]), followers = static_cast<size_t>(v[1]);
         if (p + 2 + fillers + followers > steps_.size())
-          Fail("{}: sched{{pair=[{}, {}]}}: the pair and its kernels would run past the last step", where(n), v[0], v[1]);
+          Fail("{}: sched{{pair=[{}, {}]}}: the pair and its kernels would run past the last step", Where(n), v[0], v[1]);
         if (!PairLegal(st, steps_[p + 1]))
           Fail("{}: sched{{pair=...}}: this step and the next are not two whole products of which the second does not "
-               "read the first (Note [Products side by side])", where(n));
+               "read the first (Note [Products side by side])", Where(n));
         std::vector<int> unready(steps_[p + 1].results);
         for (size_t j = p + 2; j < p + 2 + fillers + followers; ++j) {
           const Step& f = steps_[j];
           const bool filler = j < p + 2 + fillers;
           if (!FillerLegal(f) || ReadsAnyOf(f, unready) || (filler && ReadsAnyOf(f, st.results)))
             Fail("{}: sched{{pair=[{}, {}]}}: {} is not a generated kernel that may run beside the pair (it must read "
-                 "neither product's result{})", where(n), v[0], v[1], where(f.node),
+                 "neither product's result{})", Where(n), v[0], v[1], Where(f.node),
                  filler ? " nor another filler's" : " that is still running nor a filler's");
           if (filler) unready.insert(unready.end(), f.results.begin(), f.results.end());
         }
@@ -278,10 +272,10 @@ void CpuExecutable::ReadSchedule() {
         const size_t count = static_cast<size_t>(v[0]);
         const int64_t slices = v[1];
         if (count < 2 || p + count > steps_.size())
-          Fail("{}: sched{{chain=[{}, {}]}}: a chain has at least 2 steps, all in the function", where(n), v[0], v[1]);
+          Fail("{}: sched{{chain=[{}, {}]}}: a chain has at least 2 steps, all in the function", Where(n), v[0], v[1]);
         if (ProductCut(st, slices, threads) == Cut::kNone)
           Fail("{}: sched{{chain=[{}, {}]}}: a chain starts at a product cut into {} slices of its batch items or row "
-               "blocks for {} threads (Note [Batch-sliced chains])", where(n), v[0], v[1], slices, threads);
+               "blocks for {} threads (Note [Batch-sliced chains])", Where(n), v[0], v[1], slices, threads);
         std::unordered_set<int> internal(st.results.begin(), st.results.end());
         bool linked = false;
         for (size_t j = p + 1; j < p + count; ++j) {
@@ -293,14 +287,14 @@ void CpuExecutable::ReadSchedule() {
                           (reads ? ReadsBySlices(m, slices, threads, internal, viewed) && (m.kind != Step::kKernel || cut)
                                  : cut);
           if (!ok)
-            Fail("{}: sched{{chain=[{}, {}]}}: {} cannot run in the chain's slices ({})", where(n), v[0], v[1],
-                 where(m.node),
+            Fail("{}: sched{{chain=[{}, {}]}}: {} cannot run in the chain's slices ({})", Where(n), v[0], v[1],
+                 Where(m.node),
                  reads ? "it reads the chain's values other than slice by slice"
                        : "it reads none of them and is not a product cut into the same slices");
           linked = linked || reads;
           internal.insert(m.results.begin(), m.results.end());
         }
-        if (!linked) Fail("{}: sched{{chain=[{}, {}]}}: no step of the chain reads another", where(n), v[0], v[1]);
+        if (!linked) Fail("{}: sched{{chain=[{}, {}]}}: no step of the chain reads another", Where(n), v[0], v[1]);
         Region chain{.kind = Region::kChain, .steps = static_cast<int>(count), .slices = slices};
         std::string label;
         for (size_t j = p; j < p + count; ++j) {
@@ -315,14 +309,14 @@ void CpuExecutable::ReadSchedule() {
       } else {
         const size_t count = static_cast<size_t>(ints(n, e, 1)[0]);
         if (count < 2 || p + count > steps_.size())
-          Fail("{}: sched{{group={}}}: a group has at least 2 steps, all in the function", where(n), count);
+          Fail("{}: sched{{group={}}}: a group has at least 2 steps, all in the function", Where(n), count);
         std::vector<int> made;
         for (size_t j = p; j < p + count; ++j) {
           const Step& m = steps_[j];
           if (!Groupable(m) || ReadsAnyOf(m, made))
             Fail("{}: sched{{group={}}}: {} cannot run in the group's loop (a group is generated element-wise kernels "
                  "that read none of one another's results, Note [Independent kernels as one loop])",
-                 where(n), count, where(m.node));
+                 Where(n), count, Where(m.node));
           made.insert(made.end(), m.results.begin(), m.results.end());
         }
         FinishGroup(steps_, p, p + count);
@@ -359,7 +353,7 @@ void CpuExecutable::ReadBuffers() {
     if (!PlacesValues(st)) {
       if (at != nullptr || take != nullptr)
         Fail("{}: sched{{{}=...}} on a step whose results are an argument, a constant or its operands under another "
-             "name: the buffer plan places nothing here", where(n), at != nullptr ? "at" : "take");
+             "name: the buffer plan places nothing here", Where(n), at != nullptr ? "at" : "take");
       continue;
     }
     std::vector<int64_t> derived;
@@ -370,21 +364,21 @@ void CpuExecutable::ReadBuffers() {
     }
     if (takes ? take == nullptr || take->ints != derived || !take->word.empty() : take != nullptr)
       Fail("{}: {}, but the in-place rule of Note [Buffer assignment] gives {}: schedule the module again (axle opt "
-           "--passes=schedule)", where(n),
+           "--passes=schedule)", Where(n),
            take != nullptr ? fmt::format("sched{{take=[{}]}}", fmt::join(take->ints, ", ")) : "no sched{take=...}",
            takes ? fmt::format("take=[{}]", fmt::join(derived, ", ")) : "no in-place write");
     bool in_arena = false;
     for (int s : st.results) in_arena = in_arena || InArena(plan.values[static_cast<size_t>(s)]);
     if (!in_arena) {
       if (at != nullptr)
-        Fail("{}: sched{{at=...}}, but no result of this step lives in the arena (each is a function result)", where(n));
+        Fail("{}: sched{{at=...}}, but no result of this step lives in the arena (each is a function result)", Where(n));
       continue;
     }
     if (at == nullptr)
       Fail("{}: no sched{{at=[...]}}, while other steps of the schedule place their results: every step with a "
-           "result in the arena says where (Note [Buffers in the schedule])", where(n));
+           "result in the arena says where (Note [Buffers in the schedule])", Where(n));
     if (at->ints.size() != st.results.size() || !at->word.empty())
-      Fail("{}: sched{{at=...}} expects {} offset{}, one per result", where(n), st.results.size(),
+      Fail("{}: sched{{at=...}} expects {} offset{}, one per result", Where(n), st.results.size(),
            st.results.size() == 1 ? "" : "s");
     for (size_t r = 0; r < st.results.size(); ++r) {
       const passes::BufferPlan::Value& v = plan.values[static_cast<size_t>(st.results[r])];
@@ -392,15 +386,15 @@ void CpuExecutable::ReadBuffers() {
       if (!InArena(v)) {
         if (w != -1)
           Fail("{}: sched{{at=...}}: result {} is a function result with storage of its own, so its offset is -1, "
-               "not {}", where(n), r, w);
+               "not {}", Where(n), r, w);
         continue;
       }
       if (w < 0 || w % 64 != 0)
-        Fail("{}: sched{{at=...}}: result {} at {}: an arena offset is a multiple of 64 (a cache line)", where(n), r, w);
+        Fail("{}: sched{{at=...}}: result {} at {}: an arena offset is a multiple of 64 (a cache line)", Where(n), r, w);
       int64_t& o = offset[static_cast<size_t>(v.buffer)];
       if (o >= 0 && o != w)
         Fail("{}: sched{{at=...}} puts result {} at {}, but it is one buffer with a value {} placed at {} (in place, or "
-             "written through a view)", where(n), r, w, where(placed_by[static_cast<size_t>(v.buffer)]), o);
+             "written through a view)", Where(n), r, w, Where(placed_by[static_cast<size_t>(v.buffer)]), o);
       o = w;
       placed_by[static_cast<size_t>(v.buffer)] = n;
     }
