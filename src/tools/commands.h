@@ -24,6 +24,13 @@ void AddTestOpsCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRu
 void AddExportCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
 void AddLaunchCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
 
+// Range checks for numeric flags whose errors read as sentences: "--lr: 0 is not a positive
+// number". (CLI11's PositiveNumber printed its range, whose upper end is the largest double, all
+// 309 digits of it.) Non-numbers are "not a number".
+extern const CLI::Validator kPositive;     // > 0 ("POSITIVE" in --help)
+extern const CLI::Validator kNonNegative;  // >= 0 ("NONNEGATIVE")
+CLI::Validator InRange(double lo, double hi);  // lo <= x <= hi, both printed as written ("[lo, hi]")
+
 // Reads a whole file; throws axle::Error naming the file when it cannot.
 std::string ReadFile(const std::string& path);
 // Reads, parses and verifies an .axir file ("-" = standard input).

@@ -16,12 +16,12 @@ void AddExportCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRun
   sub->option_defaults()->always_capture_default();
   sub->add_option("--checkpoint", o->checkpoint_dir, "The --checkpoint-dir of `axle train`")->required();
   sub->add_option("--step", *step, "The step to export (default: the newest committed one)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(kNonNegative)
       ->default_str("the newest");
   sub->add_option("--out", o->out_dir, "The Hugging Face model directory to write")->required();
   sub->add_option("--max-shard-size", o->max_shard_bytes,
                   "Bytes per weights file; above it the weights are sharded with an index")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   commands.emplace_back(sub, [o, step] {
     if (*step >= 0) o->step = *step;
     train::ExportHuggingFace(*o, std::cout);

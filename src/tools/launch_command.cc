@@ -168,12 +168,12 @@ void AddLaunchCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRun
   CLI::App* sub = app.add_subcommand(
       "launch", "Start N local processes of a command as one run (torchrun's variables; docs/spmd.md)");
   sub->option_defaults()->always_capture_default();
-  sub->add_option("--nproc", o->nproc, "Processes to start")->check(CLI::Range(1, 4096));
+  sub->add_option("--nproc", o->nproc, "Processes to start")->check(InRange(1, 4096));
   sub->add_option("--master-port", o->master_port, "Port of rank 0's rendezvous store (default: a free one)")
-      ->check(CLI::Range(0, 65535));
+      ->check(InRange(0, 65535));
   sub->add_option("--grace", o->grace_s,
                   "Seconds the other processes get to stop on their own after one fails, before SIGTERM")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   sub->add_option("command", o->command, "The command and its arguments, after --")->required();
   commands.emplace_back(sub, [o] {
     const int code = Launch(*o);

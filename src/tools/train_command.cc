@@ -24,44 +24,44 @@ void AddTrainCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunn
                   "Start from a Hugging Face GPT-2 directory or .safetensors file");
   sub->add_option("--data", o->data,
                   "Token data: an llm.c .bin shard, or a UTF-8 text file (byte tokens)");
-  sub->add_option("--steps", o->steps, "Training steps")->check(CLI::PositiveNumber);
-  sub->add_option("--batch", o->batch, "Batch size B")->check(CLI::PositiveNumber);
-  sub->add_option("--seq", o->seq, "Sequence length T")->check(CLI::PositiveNumber);
-  sub->add_option("--lr", o->lr, "Peak learning rate")->check(CLI::PositiveNumber);
-  sub->add_option("--warmup", o->warmup, "Linear warmup steps")->check(CLI::NonNegativeNumber);
+  sub->add_option("--steps", o->steps, "Training steps")->check(kPositive);
+  sub->add_option("--batch", o->batch, "Batch size B")->check(kPositive);
+  sub->add_option("--seq", o->seq, "Sequence length T")->check(kPositive);
+  sub->add_option("--lr", o->lr, "Peak learning rate")->check(kPositive);
+  sub->add_option("--warmup", o->warmup, "Linear warmup steps")->check(kNonNegative);
   sub->add_option("--schedule", o->schedule, "LR schedule after warmup")
       ->check(CLI::IsMember({"constant", "cosine"}));
   sub->add_option("--weight-decay", o->weight_decay, "AdamW weight decay (matrices only)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   sub->add_option("--grad-clip", o->grad_clip, "Global-norm gradient clipping (0 = off)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--dropout", o->dropout, "Dropout probability")->check(CLI::Range(0.0, 0.99));
+      ->check(kNonNegative);
+  sub->add_option("--dropout", o->dropout, "Dropout probability")->check(InRange(0.0, 0.99));
   sub->add_option("--seed", o->seed, "Seed of the initialization, dropout and sampling");
   sub->add_option("--log-json", o->log_json, "Write one JSON object per step to FILE");
   sub->add_option("--log-every", o->log_every, "Print a line every N steps")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   sub->add_option("--samples", o->samples, "Samples generated at the end")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   sub->add_option("--sample-tokens", o->sample_tokens, "Tokens per sample")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   sub->add_option("--save", o->save, "Save the trained weights to FILE.safetensors");
   sub->add_option("--backend", o->backend, "Executor (default: AXLE_BACKEND, else compiled)")
       ->check(CLI::IsMember({"cpu", "compiled", "interpreter"}));
   sub->add_flag("!--no-progress", o->progress, "No progress bar");
   sub->add_option("--devices", o->devices, "Virtual CPU devices of this process (default: AXLE_CPU_DEVICES, else 1); in a run of several processes, each has this many")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositive);
   sub->add_option("--mesh", o->mesh,
                   "Device mesh over the axes dp, fsdp, tp, e.g. fsdp=4,tp=2 (default: dp over all devices)");
   sub->add_option("--checkpoint-dir", o->checkpoint_dir,
                   "Save checkpoints (parameters, optimizer, data and RNG state) in DIR/step_NNNNNNNN");
   sub->add_option("--checkpoint-every", o->checkpoint_every,
                   "Save a checkpoint every N steps in the background (0: only at the end)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--keep", o->keep, "Keep the newest N checkpoints (0: all)")->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
+  sub->add_option("--keep", o->keep, "Keep the newest N checkpoints (0: all)")->check(kNonNegative);
   sub->add_flag("--resume", o->resume, "Continue from the newest committed checkpoint in --checkpoint-dir");
   sub->add_option("--stop-at", o->stop_at,
                   "Stop after global step N and save, as a preemption would (the schedule still spans --steps)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegative);
   commands.emplace_back(sub, [o, config] {
     o->config_given = config->count() > 0;
     const train::TrainResult r = train::Train(*o, std::cout);

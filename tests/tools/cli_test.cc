@@ -153,6 +153,23 @@ TEST_F(CliTest, BadFlagsExitOne) {
   EXPECT_EQ(pass.status, 1);
   EXPECT_NE(pass.output.find("unknown pass 'nonsense'"), std::string::npos) << pass.output;
   EXPECT_EQ(RunAxle("--help").status, 0);
+  // Numeric ranges read as sentences (CLI11's own printed the largest double, 309 digits).
+  const struct {
+    const char* args;
+    const char* says;
+  } ranges[] = {
+      {"train --lr 0", "--lr: 0 is not a positive number (it must be greater than 0)"},
+      {"train --warmup -1", "--warmup: -1 is negative (it must be 0 or more)"},
+      {"train --dropout 1.5", "--dropout: 1.5 is outside [0, 0.99]"},
+      {"train --steps many", "--steps: many is not a number"},
+      {"launch --nproc 0 -- true", "--nproc: 0 is outside [1, 4096]"},
+  };
+  for (const auto& r : ranges) {
+    RunResult out = RunAxle(r.args);
+    EXPECT_EQ(out.status, 1) << r.args;
+    EXPECT_NE(out.output.find(r.says), std::string::npos) << r.args << ": " << out.output;
+    EXPECT_LT(out.output.size(), 200u) << r.args << ": " << out.output;
+  }
 }
 
 TEST_F(CliTest, MalformedModuleNamesLineAndColumn) {
