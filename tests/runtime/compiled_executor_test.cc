@@ -33,9 +33,28 @@ Stats LastStats(const Executable& exe) {
 
 // A compiled backend without the disk cache: DiskCache::Default() must stay unread in this binary
 // (DiskCache.DefaultReadsTheFlags checks it in a forked child).
+// The schedules these tests check (pairs, chains, groups) are planned for a two-thread target,
+// on any machine: the executor cuts products for its target, not for the pool that runs them
+// (Note [Products cut for the target]), so the bits do not depend on the host's cores.
 Backend& Compiled() {
-  static std::unique_ptr<Backend> b = NewCompiledBackend(nullptr);
+  static std::unique_ptr<Backend> b = NewCompiledBackend(nullptr, passes::Target::Parse("cpu-2t"));
   return *b;
+}
+// The "cpu" backend (hand kernels, no fusion) planned for the same target.
+class Cpu2t final : public Backend {
+ public:
+  std::string_view name() const override { return "cpu"; }
+  std::string Describe() const override { return "cpu for cpu-2t"; }
+  std::unique_ptr<Executable> Compile(const ir::Module& module) override {
+    std::unique_ptr<ir::Module> clone = module.Clone();
+    std::vector<PlanItem> items;
+    for (const auto& n : clone->entry()->nodes()) items.push_back({n.get(), -1});
+    return NewPlannedExecutable(std::move(clone), std::move(items), {}, nullptr, "cpu", passes::Target::Parse("cpu-2t"));
+  }
+};
+Backend& Cpu() {
+  static Cpu2t b;
+  return b;
 }
 
 // One AdamW-style update of p, m, v (a fused kernel with three outputs of the arguments' types).
@@ -174,7 +193,6 @@ void ExpectChainsKeepTheBits(const std::string& text, const std::vector<ir::Lite
 // slice by slice of the (batch, head) pairs, with the mask kernel between them moved before it.
 // Shapes and the scores' elementwise op vary; the products are at least 32^3 (through BLAS).
 TEST(CompiledExecutorTest, AttentionRunsAsBatchSlicedChains) {
-  if (ThreadPool::Global().num_threads() < 2) GTEST_SKIP() << "chains are formed on a pool of two threads or more";
   struct Case {
     int64_t B, T, H, D;
     const char* op;  // applied to the scaled scores before the mask
@@ -228,7 +246,6 @@ TEST(CompiledExecutorTest, AttentionRunsAsBatchSlicedChains) {
 // An MLP's products, cut into one block of rows per thread as their kernel cuts them, and the
 // elementwise kernel between them run as one chain of row blocks.
 TEST(CompiledExecutorTest, AnMlpRunsAsAChainOfRowBlocks) {
-  if (ThreadPool::Global().num_threads() != 2) GTEST_SKIP() << "row blocks are cut for a two-thread pool here";
   struct Case {
     int64_t M, K, N;
     const char* op;
@@ -288,13 +305,12 @@ TEST(CompiledExecutorTest, IndependentKernelsRunAsOneLoop) {
   Stats grouped, alone;
   const std::vector<BufferPtr> got = run(true, &grouped);
   const std::vector<BufferPtr> ref = run(false, &alone);
-  const bool pool = ThreadPool::Global().num_threads() >= 2;
-  EXPECT_EQ(grouped.grouped_kernels, pool ? 4 : 0);
+  EXPECT_EQ(grouped.grouped_kernels, 4);  // planned for the two-thread target, whatever the pool
   EXPECT_EQ(alone.grouped_kernels, 0);
   EXPECT_EQ(grouped.kernels_run, alone.kernels_run);
   // g0 dies at h1's kernel, which alone writes h1 into it; in the group the first update's
   // kernel may still be reading g0, so h1 gets a buffer of its own.
-  EXPECT_EQ(grouped.donated_reused, alone.donated_reused - (pool ? 1 : 0));
+  EXPECT_EQ(grouped.donated_reused, alone.donated_reused - 1);
   EXPECT_GE(grouped.donated_reused, 3);
   ASSERT_EQ(got.size(), want.size());
   for (size_t k = 0; k < got.size(); ++k) {
@@ -375,7 +391,6 @@ TEST(CompiledExecutorTest, ProductsReadAndWriteViewsInsteadOfCopies) {
 // products read dy as a slice of a wider buffer in place, side by side; the bits are those of the
 // sliced copy's run.
 TEST(CompiledExecutorTest, PairedProductsReadASliceInPlace) {
-  if (ThreadPool::Global().num_threads() != 2) GTEST_SKIP() << "pairs are formed on a two-thread pool";
   constexpr const char* kGrads = R"(module @grads_of_a_slice {
   func @main {
     %x = parameter() {index=0} : f32[64,128]
@@ -411,7 +426,6 @@ TEST(CompiledExecutorTest, PairedProductsReadASliceInPlace) {
 // a product that reads the one before it does not pair. Results as the interpreter's, and the
 // same bits on every run.
 TEST(CompiledExecutorTest, IndependentProductsRunSideBySide) {
-  if (ThreadPool::Global().num_threads() != 2) GTEST_SKIP() << "pairs are formed on a two-thread pool";
   constexpr const char* kGrads = R"(module @grads {
   func @main {
     %x = parameter() {index=0} : f32[64,128]
@@ -428,7 +442,7 @@ TEST(CompiledExecutorTest, IndependentProductsRunSideBySide) {
                                          RandomLiteral(DType::kF32, {256, 128}, 2),
                                          RandomLiteral(DType::kF32, {64, 256}, 3)};
   const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
-  for (Backend* backend : {&GetBackend("cpu"), &Compiled()}) {
+  for (Backend* backend : {&Cpu(), &Compiled()}) {
     const std::string what(backend->name());
     auto exe = backend->Compile(*m);
     std::vector<BufferPtr> first;
@@ -454,7 +468,6 @@ TEST(CompiledExecutorTest, IndependentProductsRunSideBySide) {
 // Note [Followers of a pair]: dy2 reads dx1 and not dw1, so the thread that ran dx1 may run it
 // while dw1 runs; inline, that thread runs it before dw1 starts, so it always does.
 TEST(CompiledExecutorTest, SmallKernelsRunBesideAPair) {
-  if (ThreadPool::Global().num_threads() != 2) GTEST_SKIP() << "pairs are formed on a two-thread pool";
   constexpr const char* kTwoLayers = R"(module @two_layers {
   func @main {
     %x1 = parameter() {index=0} : f32[64,128]
@@ -512,7 +525,6 @@ TEST(CompiledExecutorTest, SmallKernelsRunBesideAPair) {
 // pair also from behind a kernel that stays (the product reads it): here the column sum c, behind
 // the tanh the pair multiplies. Same values as the interpreter's.
 TEST(CompiledExecutorTest, ASmallKernelMovesBesideAPairPastOneThatStays) {
-  if (ThreadPool::Global().num_threads() != 2) GTEST_SKIP() << "pairs are formed on a two-thread pool";
   constexpr const char* kLayer = R"(module @layer {
   func @main {
     %x = parameter() {index=0} : f32[64,128]
@@ -546,7 +558,6 @@ TEST(CompiledExecutorTest, ASmallKernelMovesBesideAPairPastOneThatStays) {
 // interpreter's, and the bits are the same on every threaded run (however far dx's thread got)
 // and inline (where dx's thread runs every follower before dw starts).
 TEST(CompiledExecutorTest, FollowersOfRandomChainsKeepTheirValues) {
-  if (ThreadPool::Global().num_threads() != 2) GTEST_SKIP() << "pairs are formed on a two-thread pool";
   for (uint64_t seed = 0; seed < 8; ++seed) {
     std::mt19937_64 rng(seed);
     auto pick = [&](std::vector<int64_t> from) { return from[rng() % from.size()]; };
@@ -642,7 +653,7 @@ TEST(CompiledExecutorTest, IntermediatesAreKeptForTheNextRun) {
   auto m = ir::ParseModule(kChain);
   const std::vector<ir::Literal> args = {RandomLiteral(DType::kF32, {64, 64}, 7)};
   const std::vector<BufferPtr> want = testutil::Run("interpreter", *m, args);
-  for (Backend* backend : {&GetBackend("cpu"), &Compiled()}) {
+  for (Backend* backend : {&Cpu(), &Compiled()}) {
     const std::string what(backend->name());
     auto exe = backend->Compile(*m);
     std::vector<std::vector<BufferPtr>> runs;

@@ -80,11 +80,14 @@ constexpr int64_t kBlockElements = int64_t{1} << 21;     // above this per threa
 int64_t RoundUp16(int64_t x) { return (x + 15) / 16 * 16; }
 
 thread_local bool tls_one_thread = false;  // ProductsOnOneThread
+thread_local int tls_cut_for = 0;          // ProductsCutFor; 0: the pool's size
 
 }  // namespace
 
 ProductsOnOneThread::ProductsOnOneThread() : previous_(tls_one_thread) { tls_one_thread = true; }
 ProductsOnOneThread::~ProductsOnOneThread() { tls_one_thread = previous_; }
+ProductsCutFor::ProductsCutFor(int threads) : previous_(tls_cut_for) { tls_cut_for = threads; }
+ProductsCutFor::~ProductsCutFor() { tls_cut_for = previous_; }
 
 DotTiles DotTiling(int64_t M, int64_t N, int64_t K, int threads) {
   DotTiles t;
@@ -524,7 +527,8 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out, const DotViews& v)
     SetBlasThreads(1);
     const BlasLibrary& lib = Blas();
     const bool alone = tls_one_thread;
-    const int threads = alone ? 1 : ThreadPool::Global().num_threads();
+    // Note [Products cut for the target]: the target's count when the executor says it.
+    const int threads = alone ? 1 : tls_cut_for > 0 ? tls_cut_for : ThreadPool::Global().num_threads();
     std::atomic<bool> finite{true};
     auto check = [&](bool ok) {
       if (!ok) finite.store(false, std::memory_order_relaxed);

@@ -534,6 +534,7 @@ std::vector<BufferPtr> CpuExecutable::ExecuteOnDevice(std::vector<BufferPtr> arg
 
 std::vector<BufferPtr> CpuExecutable::Run(std::vector<BufferPtr> args, RunState& rs) {
   CheckArguments(args);
+  cpu::ProductsCutFor cut(target_.threads);  // Note [Products cut for the target]
   profile::TraceScope span(run_label_);
   bool keep = false;
   {

@@ -94,6 +94,25 @@ bool LhsRowsInOrder(const ir::Node& node);
 bool DotRowBlocks(const ir::Node& node, Operands ops, ir::Literal& out, int64_t lo, int64_t hi, int threads,
                   const DotViews& views = {});
 
+// Note [Products cut for the target]
+// A product too large for one thread is cut into tiles of C, or its batch items shared, by a rule
+// of the thread count (DotTiling); BLAS may round a tile's sums differently from the whole's, so
+// the count decides bits. While one of these lives on a thread, the products that thread runs
+// are cut as for `threads` (the executable's target, which its schedule was planned for: a
+// chain's row blocks are the same tiles) whatever the pool's size, so a module's bits follow its
+// target, not the machine; the pool runs the tiles, however many threads it has. Without one,
+// the pool's size.
+class ProductsCutFor {
+ public:
+  explicit ProductsCutFor(int threads);
+  ~ProductsCutFor();
+  ProductsCutFor(const ProductsCutFor&) = delete;
+  ProductsCutFor& operator=(const ProductsCutFor&) = delete;
+
+ private:
+  int previous_;
+};
+
 // Note [Products side by side] (pairs.cc): while one of these lives on a thread, the
 // products that thread runs are one BLAS call per batch item on that thread: no tiles, no pool.
 class ProductsOnOneThread {
