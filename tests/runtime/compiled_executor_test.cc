@@ -41,20 +41,9 @@ Backend& Compiled() {
   return *b;
 }
 // The "cpu" backend (hand kernels, no fusion) planned for the same target.
-class Cpu2t final : public Backend {
- public:
-  std::string_view name() const override { return "cpu"; }
-  std::string Describe() const override { return "cpu for cpu-2t"; }
-  std::unique_ptr<Executable> Compile(const ir::Module& module) override {
-    std::unique_ptr<ir::Module> clone = module.Clone();
-    std::vector<PlanItem> items;
-    for (const auto& n : clone->entry()->nodes()) items.push_back({n.get(), -1});
-    return NewPlannedExecutable(std::move(clone), std::move(items), {}, nullptr, "cpu", passes::Target::Parse("cpu-2t"));
-  }
-};
 Backend& Cpu() {
-  static Cpu2t b;
-  return b;
+  static std::unique_ptr<Backend> b = NewCpuBackend(passes::Target::Parse("cpu-2t"));
+  return *b;
 }
 
 // One AdamW-style update of p, m, v (a fused kernel with three outputs of the arguments' types).

@@ -687,6 +687,7 @@ namespace {
 
 class CpuBackendImpl final : public Backend {
  public:
+  explicit CpuBackendImpl(const passes::Target& target) : target_(target) {}
   std::string_view name() const override { return "cpu"; }
   std::string Describe() const override { return cpu::DescribeBlas(); }
   std::unique_ptr<Executable> Compile(const ir::Module& module) override {
@@ -694,8 +695,11 @@ class CpuBackendImpl final : public Backend {
     std::vector<PlanItem> items;
     if (const ir::Function* f = clone->entry())
       for (const auto& n : f->nodes()) items.push_back({n.get(), -1});
-    return NewPlannedExecutable(std::move(clone), std::move(items), {}, nullptr, "cpu", passes::Target::Host());
+    return NewPlannedExecutable(std::move(clone), std::move(items), {}, nullptr, "cpu", target_);
   }
+
+ private:
+  passes::Target target_;
 };
 
 }  // namespace
@@ -733,8 +737,10 @@ std::unique_ptr<Executable> NewPlannedExecutable(std::unique_ptr<ir::Module> mod
 }
 
 Backend& CpuBackend() {
-  static CpuBackendImpl* b = new CpuBackendImpl;
+  static CpuBackendImpl* b = new CpuBackendImpl(passes::Target::Host());
   return *b;
 }
+
+std::unique_ptr<Backend> NewCpuBackend(const passes::Target& target) { return std::make_unique<CpuBackendImpl>(target); }
 
 }  // namespace axle::runtime

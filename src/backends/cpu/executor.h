@@ -114,5 +114,7 @@ void WriteSchedule(const Executable& exe, ir::Module& out);
 
 // The process-wide "cpu" backend (registered in src/backends/registry.cc).
 Backend& CpuBackend();
+// A "cpu" backend that plans for `target` (the registry's plans for the host).
+std::unique_ptr<Backend> NewCpuBackend(const passes::Target& target);
 
 }  // namespace axle::runtime
