@@ -13,10 +13,6 @@
 namespace axle::passes {
 namespace {
 
-constexpr int64_t kAlign = 64;  // every arena buffer starts on a cache line (Note [Aligning by hand])
-
-int64_t AlignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
 std::string Bytes(int64_t n) {
   if (n >= int64_t{1} << 20) return fmt::format("{:.2f} MB", static_cast<double>(n) / (1 << 20));
   if (n >= int64_t{1} << 10) return fmt::format("{:.1f} KB", static_cast<double>(n) / (1 << 10));
@@ -194,11 +190,11 @@ BufferPlan AssignBuffers(const BufferProblem& problem) {
     busy.clear();
     for (int p : placed) {
       const Buffer& y = buffers[p];
-      if (y.begin <= x.end && x.begin <= y.end) busy.push_back({offset[p], offset[p] + AlignUp(y.bytes)});
+      if (y.begin <= x.end && x.begin <= y.end) busy.push_back({offset[p], offset[p] + ArenaAligned(y.bytes)});
     }
     std::sort(busy.begin(), busy.end());
     int64_t at = 0;
-    const int64_t need = AlignUp(x.bytes);
+    const int64_t need = ArenaAligned(x.bytes);
     for (const auto& [lo, hi] : busy) {
       if (lo >= at + need) break;
       at = std::max(at, hi);
@@ -215,8 +211,8 @@ BufferPlan AssignBuffers(const BufferProblem& problem) {
     std::vector<int64_t> delta(ns + 1, 0);
     for (int b : order) {
       const Buffer& x = buffers[b];
-      delta[x.begin] += AlignUp(x.bytes);
-      delta[x.end + 1] -= AlignUp(x.bytes);
+      delta[x.begin] += ArenaAligned(x.bytes);
+      delta[x.end + 1] -= ArenaAligned(x.bytes);
     }
     int64_t live = 0;
     for (int t = 0; t < ns; ++t) plan.temp_peak_bytes = std::max(plan.temp_peak_bytes, live += delta[t]);
@@ -256,7 +252,7 @@ std::string CheckBufferPlan(const BufferProblem& problem, const BufferPlan& plan
   for (size_t a = 0; a < plan.values.size(); ++a) {
     const BufferPlan::Value& x = plan.values[a];
     if (x.storage != BufferPlan::Storage::kArena || x.buffer < 0) continue;
-    if (x.offset < 0 || x.offset % kAlign != 0 || x.offset + problem.values[a].bytes > plan.arena_bytes)
+    if (x.offset < 0 || x.offset % kArenaAlign != 0 || x.offset + problem.values[a].bytes > plan.arena_bytes)
       return fmt::format("{} is at offset {} of an arena of {} bytes", problem.values[a].name, x.offset,
                          plan.arena_bytes);
     for (size_t b = a + 1; b < plan.values.size(); ++b) {

@@ -33,6 +33,11 @@
 
 namespace axle::passes {
 
+// Every arena buffer starts on a cache line (Note [Aligning by hand] in ir/literal.h) and takes
+// its bytes rounded up to one.
+inline constexpr int64_t kArenaAlign = 64;
+inline int64_t ArenaAligned(int64_t bytes) { return (bytes + kArenaAlign - 1) / kArenaAlign * kArenaAlign; }
+
 struct BufferProblem {
   struct Value {
     enum Kind { kTemp, kArgument, kConstant, kResult } kind = kTemp;

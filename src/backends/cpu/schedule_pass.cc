@@ -57,6 +57,7 @@ std::vector<int64_t> ViewInts(const cpu::View& v) {
 }
 
 bool IsViewKey(std::string_view key) { return key == "lhs_view" || key == "rhs_view" || key == "out_view"; }
+
 // "@main: node #7 (dot_general -> %y) at f.axir:12": a scheduled node, for errors.
 std::string Where(const Node* n) {
   return fmt::format("@{}: {}{}", n->parent()->name(), DescribeNode(*n),
@@ -389,7 +390,7 @@ void CpuExecutable::ReadBuffers() {
                "not {}", Where(n), r, w);
         continue;
       }
-      if (w < 0 || w % 64 != 0)
+      if (w < 0 || w % passes::kArenaAlign != 0)
         Fail("{}: sched{{at=...}}: result {} at {}: an arena offset is a multiple of 64 (a cache line)", Where(n), r, w);
       int64_t& o = offset[static_cast<size_t>(v.buffer)];
       if (o >= 0 && o != w)
@@ -405,7 +406,7 @@ void CpuExecutable::ReadBuffers() {
     if (!InArena(v)) continue;
     v.offset = offset[static_cast<size_t>(v.buffer)];
     AXLE_CHECK(v.offset >= 0, "slot {} is in the arena but no step placed it", s);
-    plan.arena_bytes = std::max(plan.arena_bytes, v.offset + (buffer_problem_.values[s].bytes + 63) / 64 * 64);
+    plan.arena_bytes = std::max(plan.arena_bytes, v.offset + passes::ArenaAligned(buffer_problem_.values[s].bytes));
   }
   const std::string bad = passes::CheckBufferPlan(buffer_problem_, plan);
   if (!bad.empty())
