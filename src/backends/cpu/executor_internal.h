@@ -55,7 +55,7 @@ struct Region {
   // kChain: the members run slice by slice, each product cut into items or row blocks (`cuts`,
   // by member; Note [Batch-sliced chains]).
   int64_t slices = 0;
-  std::vector<Cut> cuts;
+  std::vector<Cut> cuts{};
   // kGroup: the slots more than one member reads (none of them written in place), the pieces the
   // threads claim (elements [begin, end) of member `member`), and whether they split over the
   // pool (Note [Independent kernels as one loop]).
@@ -63,12 +63,12 @@ struct Region {
     int member;
     int64_t begin, end;
   };
-  std::vector<int> shared;
-  std::vector<Piece> pieces;
+  std::vector<int> shared{};
+  std::vector<Piece> pieces{};
   bool parallel = false;
   // AXLE_PROFILE / AXLE_TRACE: a chain's or group's row, "chain/8{...}", "group/3{...}" (a pair's
   // members have rows of their own).
-  std::string label;
+  std::string label{};
 };
 
 struct Step {
