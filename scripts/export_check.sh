@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Checks `axle export` against Hugging Face transformers: a GPT-2 trained by `axle train` and
-# exported must load with GPT2LMHeadModel.from_pretrained and give Axle's loss on a batch
-# (|difference| <= 1e-5).
+# Checks `axle export` against Hugging Face transformers: a GPT-2 (or, MODEL=llama, a Llama)
+# trained by `axle train` and exported must load with AutoModelForCausalLM.from_pretrained and
+# give Axle's loss on a batch (|difference| <= 1e-5).
 #
 #   scripts/export_check.sh            # uses build/axle
 #   AXLE=build-x/axle scripts/export_check.sh
@@ -9,7 +9,8 @@
 # Environment: AXLE (the axle binary, default build/axle), PYTHON (default /usr/bin/python3, the
 # interpreter that has torch and transformers), STEPS (training steps before the export, default
 # 5), TOL (default 1e-5, absolute), CONFIG (the `axle train --config` preset, default tiny; 124m
-# checks GPT-2's own size), BATCH x SEQ (default 4 x 32), KEEP=1 keeps the temp dir.
+# checks GPT-2's own size), MODEL (the `axle train --model`, default gpt2; llama trains the Llama
+# tiny preset: GQA, untied head), BATCH x SEQ (default 4 x 32), KEEP=1 keeps the temp dir.
 # Exits 0 when the losses agree, or (with a message) when torch or transformers cannot be
 # imported; 1 on a mismatch or when transformers cannot load the export; 2 when a run fails.
 #
@@ -36,6 +37,7 @@ PYTHON="${PYTHON:-/usr/bin/python3}"
 STEPS="${STEPS:-5}"
 TOL="${TOL:-1e-5}"
 CONFIG="${CONFIG:-tiny}"
+MODEL="${MODEL:-gpt2}"
 BATCH="${BATCH:-4}"
 SEQ="${SEQ:-32}"
 
@@ -77,7 +79,7 @@ DATA="$TMP/data.txt"
 cp "$ROOT/README.md" "$DATA"
 # By default a tiny GPT-2 (2 layers, 64 wide, 4 heads), batch 4 x 32; a learning rate high enough
 # that the weights move far from their init in a few steps.
-ARGS=(--data "$DATA" --batch "$BATCH" --seq "$SEQ" --lr 1e-2 --warmup 0 --schedule constant
+ARGS=(--model "$MODEL" --data "$DATA" --batch "$BATCH" --seq "$SEQ" --lr 1e-2 --warmup 0 --schedule constant
       --dropout 0 --samples 0 --no-progress)
 
 run train "$AXLE" train --config "$CONFIG" "${ARGS[@]}" --steps "$STEPS" --checkpoint-dir "$TMP/ck"
@@ -101,7 +103,7 @@ from gpt2_reference import get_batch, load_tokens  # llm.c's batch order, as Axl
 
 import torch
 import transformers
-from transformers import GPT2LMHeadModel
+from transformers import AutoModelForCausalLM
 
 F = torch.nn.functional
 transformers.utils.logging.disable_progress_bar()
@@ -118,14 +120,14 @@ def axle_loss(path, step):
 
 def load(path):
     try:
-        model, info = GPT2LMHeadModel.from_pretrained(path, local_files_only=True, output_loading_info=True)
+        model, info = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, output_loading_info=True)
     except Exception as e:  # the point of the check: say why it does not load
-        print(f"export_check: FAILED: GPT2LMHeadModel.from_pretrained({path!r}) raised {type(e).__name__}: {e}")
+        print(f"export_check: FAILED: AutoModelForCausalLM.from_pretrained({path!r}) raised {type(e).__name__}: {e}")
         sys.exit(1)
     # A missing weight would be initialized at random, silently but for this warning.
     problems = {k: v for k, v in info.items() if v}
     if problems:
-        print(f"export_check: FAILED: GPT2LMHeadModel.from_pretrained({path!r}) reports {problems}")
+        print(f"export_check: FAILED: AutoModelForCausalLM.from_pretrained({path!r}) reports {problems}")
         sys.exit(1)
     return model.eval()  # eval: no dropout
 
@@ -137,6 +139,7 @@ print(f"{'batch':>5}  {'axle: the loss of':<30}  {'export':>7}  {'axle loss':>10
 for export, path in (("whole", hf_dir), ("sharded", hf_sharded_dir)):
     model = load(path)
     model64 = load(path).double()
+    print(f"{'':>5}  ({export}: {path} loads as {type(model).__name__})")
     for step, log, what in ((steps, resume_log, f"the checkpoint of step {steps}"),
                             (0, init_log, "the export read by --init")):
         x, y = get_batch(tokens, step, B, T)

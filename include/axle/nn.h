@@ -1,4 +1,4 @@
-// axle::nn: modules with PyTorch's semantics (torch.nn.Module) and the GPT-2 model.
+// axle::nn: modules with PyTorch's semantics (torch.nn.Module), GPT-2 and the Llama family.
 //
 //   auto model = std::make_shared<axle::nn::GPT2>(axle::nn::GPT2Config::Preset("tiny"), /*seed=*/0);
 //   axle::Tensor loss = model->forward(idx, targets);   // mean cross-entropy
@@ -34,6 +34,12 @@ using StateDict = std::vector<std::pair<std::string, Tensor>>;
 
 // A deterministic 64-bit seed for the part `name` of something seeded with `seed`.
 uint64_t DeriveSeed(uint64_t seed, std::string_view name);
+
+// Megatron-style tensor parallelism of one projection (a Linear or Conv1D child of a module):
+// colwise splits its outputs (the weight's output dim and the bias), rowwise its inputs (the
+// weight's input dim; the partitioner sums the partial products). A module type declares its plan
+// (Module::parallel_plan); axle::fsdp turns plans into shardings (include/axle/fsdp.h).
+enum class ParallelStyle { kColwise, kRowwise };
 
 class Module {
  public:
@@ -88,6 +94,12 @@ class Module {
   // The name forward() pushes as its NameScope: the path, or the type name for the root.
   std::string scope_name() const;
 
+  // This module type's tensor-parallel plan: (child name, style) for the projections that split
+  // over a tensor-parallel mesh axis, as PyTorch's parallelize_module plans name them (attention:
+  // q/k/v colwise, the output projection rowwise; MLP: up colwise, down rowwise). Empty: nothing
+  // of this module itself splits (its children may have plans of their own).
+  virtual std::vector<std::pair<std::string, ParallelStyle>> parallel_plan() const { return {}; }
+
  private:
   void register_module_impl(const std::string& name, std::shared_ptr<Module> module);
   void set_path(const std::string& path);
@@ -118,10 +130,12 @@ class ModuleList : public Module {
 };
 
 // y = x @ weight^T + bias; weight [out, in] (PyTorch's layout). Init as PyTorch's
-// (kaiming_uniform with a = sqrt(5)): weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)).
+// (kaiming_uniform with a = sqrt(5)): weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)); with a
+// positive `init_std`, as Hugging Face's transformers: weight ~ N(0, init_std^2), bias 0.
 class Linear : public Module {
  public:
-  Linear(int64_t in_features, int64_t out_features, bool bias = true, uint64_t seed = 0);
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, uint64_t seed = 0,
+         double init_std = 0);
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
   Tensor weight, bias;  // bias undefined without one
@@ -181,6 +195,30 @@ class Dropout : public Module {
   double p;
 };
 
+// ---- Causal language models ---------------------------------------------------------------------
+
+// A decoder-only language model (GPT2, Llama): what `axle train`, sampling, saving and export
+// need of a model, whatever its architecture.
+class CausalLM : public Module {
+ public:
+  using Module::Module;
+  // idx [B, T] integer tokens -> logits [B, T, vocab_size()].
+  virtual Tensor forward(const Tensor& idx) const = 0;
+  // The mean cross-entropy of forward(idx) against targets [B, T]; targets equal to -100 (PyTorch's
+  // ignore_index) are left out of the mean: the prompt tokens of instruction data, padding.
+  Tensor forward(const Tensor& idx, const Tensor& targets) const;
+  Tensor operator()(const Tensor& idx) const { return forward(idx); }
+
+  virtual int64_t vocab_size() const = 0;
+  virtual int64_t max_positions() const = 0;  // the longest sequence forward() takes
+  // The model family as config.json's model_type names it ("gpt2", "llama", "mistral", "qwen2").
+  virtual std::string model_type() const = 0;
+  // The Hugging Face config.json object that rebuilds this model (MakeCausalLM).
+  virtual nlohmann::json config_json() const = 0;
+  // A one-line description of the config, for logs and errors.
+  virtual std::string config_string() const = 0;
+};
+
 // ---- GPT-2 ------------------------------------------------------------------------------------
 
 struct GPT2Config {
@@ -215,6 +253,9 @@ class MLP : public Module {
   MLP(const GPT2Config& config, uint64_t seed = 0);
   Tensor forward(const Tensor& x) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::vector<std::pair<std::string, ParallelStyle>> parallel_plan() const override {
+    return {{"c_fc", ParallelStyle::kColwise}, {"c_proj", ParallelStyle::kRowwise}};
+  }
   std::shared_ptr<Conv1D> c_fc, c_proj;
   std::shared_ptr<Dropout> dropout;
 };
@@ -226,6 +267,9 @@ class CausalSelfAttention : public Module {
   CausalSelfAttention(const GPT2Config& config, uint64_t seed = 0);
   Tensor forward(const Tensor& x) const;  // x [B, T, C]
   Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::vector<std::pair<std::string, ParallelStyle>> parallel_plan() const override {
+    return {{"c_attn", ParallelStyle::kColwise}, {"c_proj", ParallelStyle::kRowwise}};
+  }
   std::shared_ptr<Conv1D> c_attn, c_proj;
   std::shared_ptr<Dropout> attn_dropout, resid_dropout;
   int64_t n_head, n_embd;
@@ -246,7 +290,7 @@ class GPT2Block : public Module {
 // Face's GPT2Model (and so GPT2LMHeadModel's without the "transformer." prefix and the tied
 // lm_head.weight). Init as GPT-2: N(0, 0.02^2) weights and embeddings, c_proj weights
 // N(0, (0.02/sqrt(2 n_layer))^2), biases 0, layer-norm weights 1.
-class GPT2 : public Module {
+class GPT2 : public CausalLM {
  public:
   // With `init`, draws GPT-2's init from `seed` and, with `materialize`, sync()s, so the
   // parameters are device data (leaves of the first training step). `init` false leaves every
@@ -255,11 +299,14 @@ class GPT2 : public Module {
   // then keeps only its shard of the model (axle train over a mesh).
   explicit GPT2(const GPT2Config& config, uint64_t seed = 0, bool init = true, bool materialize = true);
   // idx [B, T] integer tokens (T <= n_positions) -> logits [B, T, vocab_size].
-  Tensor forward(const Tensor& idx) const;
-  // The mean cross-entropy of forward(idx) against targets [B, T].
-  Tensor forward(const Tensor& idx, const Tensor& targets) const;
-  Tensor operator()(const Tensor& idx) const { return forward(idx); }
+  Tensor forward(const Tensor& idx) const override;
+  using CausalLM::forward;
 
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  int64_t max_positions() const override { return config_.n_positions; }
+  std::string model_type() const override { return "gpt2"; }
+  nlohmann::json config_json() const override;
+  std::string config_string() const override { return config_.ToString(); }
   const GPT2Config& config() const { return config_; }
   std::shared_ptr<Embedding> wte, wpe;
   std::shared_ptr<Dropout> drop;
@@ -296,6 +343,173 @@ std::shared_ptr<GPT2> LoadGPT2(const std::string& path, const LoadGPT2Options& o
 // directory (which, with the file named model.safetensors, is a Hugging Face model directory).
 // Returns the config.json path.
 std::string SaveGPT2(const GPT2& model, const std::string& path);
+
+// ---- Llama, Mistral, Qwen2 --------------------------------------------------------------------
+
+// Rotary embedding frequency scaling (config.json's rope_scaling; Hugging Face's rope_type).
+struct RopeScaling {
+  std::string type = "default";  // default (none) | linear | llama3
+  double factor = 1;
+  // llama3: frequencies with wavelengths above original_max_position_embeddings / low_freq_factor
+  // are divided by `factor`, those below ... / high_freq_factor kept, the band between smoothed.
+  double low_freq_factor = 1;
+  double high_freq_factor = 4;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+// The config of Hugging Face's LlamaForCausalLM and of the families that differ from it only in
+// config: Mistral (a sliding attention window) and Qwen2 (biases on q/k/v). Field names are
+// config.json's.
+struct LlamaConfig {
+  std::string model_type = "llama";  // llama | mistral | qwen2
+  int64_t vocab_size = 32000;
+  int64_t hidden_size = 4096;
+  int64_t intermediate_size = 11008;
+  int64_t num_hidden_layers = 32;
+  int64_t num_attention_heads = 32;
+  int64_t num_key_value_heads = 32;  // < num_attention_heads: grouped-query attention
+  int64_t head_dim = 128;            // config.json's head_dim, else hidden_size / heads
+  int64_t max_position_embeddings = 2048;
+  double rms_norm_eps = 1e-6;
+  double rope_theta = 10000;
+  RopeScaling rope_scaling;
+  bool attention_bias = false;  // biases on q_proj, k_proj, v_proj (Qwen2: always)
+  bool o_proj_bias = false;     // Llama's attention_bias puts one on o_proj too
+  bool mlp_bias = false;
+  bool tie_word_embeddings = false;
+  int64_t sliding_window = 0;  // 0: off; else a query sees the last `sliding_window` keys (Mistral)
+  double attention_dropout = 0;
+  double initializer_range = 0.02;
+  // The keys of config.json this struct does not model (bos_token_id, eos_token_id,
+  // torch_dtype, ...) as a JSON object's text: written back by ToJson so a saved directory keeps
+  // them.
+  std::string extra_json = "{}";
+
+  // Throws unless every size is positive, heads divide as GQA needs, and the scaling is usable.
+  void Validate() const;
+  std::string ToString() const;
+
+  // Random-init shapes: "tiny" (byte vocab 256, d 64, 2 layers, GQA 4/2, context 256),
+  // "small" (512, d 128, 4 layers, GQA 4/2, 512), "bench" (32000, d 2048, 16 layers, GQA 32/8,
+  // 5632, 2048), "tinyllama-1.1b" (TinyLlama-1.1B's: 32000, d 2048, 22 layers, GQA 32/4, 5632).
+  static LlamaConfig Preset(const std::string& name);
+  // A Hugging Face config.json object whose model_type is llama, mistral or qwen2. Errors name
+  // `source` and the field: a missing required size, a wrong JSON type, hidden_act other than
+  // silu, an unsupported rope_scaling type, Qwen2's use_sliding_window.
+  static LlamaConfig FromJson(const nlohmann::json& json, std::string_view source);
+  nlohmann::json ToJson() const;
+};
+
+// HF's LlamaAttention: q/k/v/o projections (nn.Linear, [out, in]), rotary embeddings applied to
+// q and k (rotate-half), k and v heads repeated for grouped-query attention, causal softmax
+// attention with scale 1/sqrt(head_dim) (and Mistral's window).
+class LlamaAttention : public Module {
+ public:
+  LlamaAttention(const LlamaConfig& config, uint64_t seed = 0);
+  // x [B, T, C]; cos, sin [T, head_dim]; `blocked` bool [T, T]: true where a query must not see
+  // a key.
+  Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& blocked) const;
+  std::vector<std::pair<std::string, ParallelStyle>> parallel_plan() const override {
+    return {{"q_proj", ParallelStyle::kColwise},
+            {"k_proj", ParallelStyle::kColwise},
+            {"v_proj", ParallelStyle::kColwise},
+            {"o_proj", ParallelStyle::kRowwise}};
+  }
+  std::shared_ptr<Linear> q_proj, k_proj, v_proj, o_proj;
+  int64_t num_heads, num_kv_heads, head_dim;
+  double attention_dropout;
+};
+
+// SwiGLU: down_proj(silu(gate_proj(x)) * up_proj(x)).
+class LlamaMLP : public Module {
+ public:
+  LlamaMLP(const LlamaConfig& config, uint64_t seed = 0);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::vector<std::pair<std::string, ParallelStyle>> parallel_plan() const override {
+    return {{"gate_proj", ParallelStyle::kColwise},
+            {"up_proj", ParallelStyle::kColwise},
+            {"down_proj", ParallelStyle::kRowwise}};
+  }
+  std::shared_ptr<Linear> gate_proj, up_proj, down_proj;
+};
+
+// x + self_attn(input_layernorm(x)), then x + mlp(post_attention_layernorm(x)).
+class LlamaDecoderLayer : public Module {
+ public:
+  LlamaDecoderLayer(const LlamaConfig& config, uint64_t seed = 0);
+  Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& blocked) const;
+  std::shared_ptr<RMSNorm> input_layernorm, post_attention_layernorm;
+  std::shared_ptr<LlamaAttention> self_attn;
+  std::shared_ptr<LlamaMLP> mlp;
+};
+
+// HF's LlamaModel: embed_tokens, layers, norm.
+class LlamaModel : public Module {
+ public:
+  LlamaModel(const LlamaConfig& config, uint64_t seed = 0);
+  std::shared_ptr<Embedding> embed_tokens;
+  std::shared_ptr<ModuleList> layers;
+  std::vector<std::shared_ptr<LlamaDecoderLayer>> decoder_layers;  // layers' children
+  std::shared_ptr<RMSNorm> norm;
+};
+
+// LlamaForCausalLM (and MistralForCausalLM, Qwen2ForCausalLM): "model" and, untied, "lm_head";
+// parameter names are exactly Hugging Face's ("model.layers.0.self_attn.q_proj.weight"). Init as
+// HF's: N(0, initializer_range^2) matrices and embeddings, zero biases, unit norms. `init` and
+// `materialize` as GPT2's.
+class Llama : public CausalLM {
+ public:
+  explicit Llama(const LlamaConfig& config, uint64_t seed = 0, bool init = true, bool materialize = true);
+  Tensor forward(const Tensor& idx) const override;
+  using CausalLM::forward;
+
+  int64_t vocab_size() const override { return config_.vocab_size; }
+  int64_t max_positions() const override { return config_.max_position_embeddings; }
+  std::string model_type() const override { return config_.model_type; }
+  nlohmann::json config_json() const override;
+  std::string config_string() const override { return config_.ToString(); }
+  const LlamaConfig& config() const { return config_; }
+  // The rotary inverse frequencies [head_dim / 2] (f32, computed as HF's rope init functions
+  // compute them, scaling included).
+  const Tensor& inv_freq() const { return inv_freq_; }
+
+  std::shared_ptr<LlamaModel> model;
+  std::shared_ptr<Linear> lm_head;  // null when tied to model.embed_tokens
+
+ private:
+  LlamaConfig config_;
+  Tensor inv_freq_;
+};
+
+// ---- Any causal LM from a Hugging Face directory ----------------------------------------------
+
+struct LoadOptions {
+  // Convert tensors of another floating dtype (bf16 / f16 checkpoints) to the model's f32.
+  bool convert_dtype = false;
+  // GPT-2 only: the dropout probability (default: config.json's resid_pdrop) and, for a bare
+  // .safetensors file without a config, the head count.
+  std::optional<double> dropout;
+  std::optional<int64_t> n_head;
+};
+
+// The model config.json describes (model_type gpt2, llama, mistral or qwen2), uninitialized
+// (init false) or drawn from `seed`. An unknown or missing model_type is an error naming
+// `source` and the families Axle has.
+std::shared_ptr<CausalLM> MakeCausalLM(const nlohmann::json& config, std::string_view source,
+                                       uint64_t seed = 0, bool init = false, bool materialize = true);
+
+// Loads a Hugging Face model directory (or a single .safetensors file) of any family Axle has,
+// chosen by config.json's model_type (GPT-2 when there is no config). Weights go through
+// CheckTensors (every missing, unexpected or mistyped tensor named) and are sync()ed. A tied
+// head's lm_head.weight, when a file has one, must equal the embedding; old checkpoints'
+// rotary_emb.inv_freq buffers are skipped.
+std::shared_ptr<CausalLM> LoadCausalLM(const std::string& path, const LoadOptions& options = {});
+
+// Writes `model` as a Hugging Face model directory's weights: `path` (a .safetensors file,
+// Hugging Face's names, the config in its __metadata__) and config.json beside it. Returns the
+// config.json path.
+std::string SaveCausalLM(const CausalLM& model, const std::string& path);
 
 // ---- Serialization (safetensors) --------------------------------------------------------------
 

@@ -12,6 +12,7 @@
 #include "checkpoint/model_dir.h"
 #include "core/error.h"
 #include "core/file.h"
+#include "nn/loading.h"
 #include "nn/util.h"
 
 namespace axle::nn {
@@ -206,7 +207,7 @@ Tensor GPT2Block::forward(const Tensor& x) const {
   return h + (*mlp)((*ln_2)(h));
 }
 
-GPT2::GPT2(const GPT2Config& config, uint64_t seed, bool init, bool materialize) : Module("GPT2"), config_(config) {
+GPT2::GPT2(const GPT2Config& config, uint64_t seed, bool init, bool materialize) : CausalLM("GPT2"), config_(config) {
   config_.Validate();
   wte = register_module("wte", std::make_shared<Embedding>(config.vocab_size, config.n_embd,
                                                            DeriveSeed(seed, "wte"), 0.02));
@@ -244,17 +245,7 @@ Tensor GPT2::forward(const Tensor& idx) const {
   return x.matmul(wte->weight.t());  // tied head: logits = x @ wte^T
 }
 
-Tensor GPT2::forward(const Tensor& idx, const Tensor& targets) const {
-  if (targets.sizes() != idx.sizes() || !IsInteger(targets.dtype())) {
-    Fail("GPT2: targets {} must be integers of idx's shape {}", targets.type_string(),
-         idx.type_string());
-  }
-  ModuleScope scope(*this);
-  Tensor logits = forward(idx);
-  const int64_t BT = idx.size(0) * idx.size(1);
-  NameScope loss_scope("loss");
-  return cross_entropy(logits.reshape({BT, config_.vocab_size}), targets.reshape({BT}));
-}
+nlohmann::json GPT2::config_json() const { return config_.ToJson(); }
 
 // ---- Loading ----------------------------------------------------------------------------------
 
@@ -317,19 +308,13 @@ GPT2Config InferConfig(const checkpoint::TensorMap& tensors, const std::string& 
 
 }  // namespace
 
-std::string SaveGPT2(const GPT2& model, const std::string& path) {
-  checkpoint::TensorMap tensors;
-  for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, t.to_literal());
-  const nlohmann::json config = model.config().ToJson();
-  checkpoint::SaveSafetensors(path, tensors, {{"format", "pt"}, {checkpoint::kConfigMetadataKey, config.dump()}});
-  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  const std::string config_path = (dir.empty() ? std::filesystem::path("config.json") : dir / "config.json").string();
-  WriteFileAtomically(config_path, config.dump(2) + "\n", "config.json");
-  return config_path;
-}
+std::string SaveGPT2(const GPT2& model, const std::string& path) { return SaveCausalLM(model, path); }
 
 std::shared_ptr<GPT2> LoadGPT2(const std::string& path, const LoadGPT2Options& options) {
-  checkpoint::ModelDir dir = checkpoint::LoadModelDir(path);
+  return LoadGPT2(checkpoint::LoadModelDir(path), path, options);
+}
+
+std::shared_ptr<GPT2> LoadGPT2(checkpoint::ModelDir dir, const std::string& path, const LoadGPT2Options& options) {
   checkpoint::TensorMap tensors;
   std::optional<ir::Literal> lm_head;
   for (auto& [raw_name, lit] : dir.tensors) {
@@ -350,53 +335,19 @@ std::shared_ptr<GPT2> LoadGPT2(const std::string& path, const LoadGPT2Options& o
   if (dir.config.empty()) {
     config = InferConfig(tensors, path, options);
   } else {
-    config = GPT2Config::FromJson(dir.config, std::filesystem::is_directory(path)
-                                                  ? (std::filesystem::path(path) / "config.json").string()
-                                                  : path + " (the config in its __metadata__)");
+    config = GPT2Config::FromJson(dir.config, ConfigSource(path));
   }
   if (options.dropout) {
     config.dropout = *options.dropout;
     config.Validate();
   }
   auto model = std::make_shared<GPT2>(config, /*seed=*/0, /*init=*/false);
-
-  std::vector<std::pair<std::string, ir::TensorType>> expected;
-  for (const auto& [name, t] : model->state_dict()) {
-    ir::TensorType type(t.dtype(), Shape(t.sizes()));
-    if (options.convert_dtype) {
-      if (const ir::Literal* lit = Find(tensors, name); lit && IsFloat(lit->dtype())) {
-        type.dtype = lit->dtype();
-      }
-    }
-    expected.emplace_back(name, type);
-  }
-  try {
-    checkpoint::CheckTensors(tensors, expected, path);
-  } catch (const Error& e) {
-    bool dtype_only_mismatch = !options.convert_dtype;
-    for (const auto& [name, type] : expected) {
-      const ir::Literal* lit = Find(tensors, name);
-      dtype_only_mismatch = dtype_only_mismatch && lit && lit->shape() == type.shape;
-    }
-    if (!dtype_only_mismatch) throw;
-    Fail("{}\n(to convert floating-point weights to the model's dtype, pass "
-         "LoadGPT2Options::convert_dtype = true)",
-         e.message());
-  }
-
   if (lm_head) {
     const ir::Literal* wte = Find(tensors, "wte.weight");
-    if (!(lm_head->type() == wte->type() && *lm_head == *wte)) {
-      Fail("{}: lm_head.weight ({}) differs from wte.weight ({}); Axle's GPT-2 ties the LM head to "
-           "the token embedding, so an untied head cannot be loaded",
-           path, lm_head->type().ToString(), wte->type().ToString());
-    }
+    if (wte) CheckTiedHead(*lm_head, *wte, "wte.weight", path);
   }
-
-  StateDict state;
-  for (auto& [name, lit] : tensors) state.emplace_back(name, from_literal(std::move(lit)));
-  model->load_state_dict(state, /*strict=*/true, options.convert_dtype);
-  sync();
+  LoadCheckedWeights(*model, std::move(tensors), path, options.convert_dtype,
+                     "LoadGPT2Options::convert_dtype = true");
   return model;
 }
 

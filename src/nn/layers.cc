@@ -27,11 +27,16 @@ void CheckLastDim(const Module& m, const Tensor& x, int64_t dim, const char* wha
 
 }  // namespace
 
-Linear::Linear(int64_t in, int64_t out, bool with_bias, uint64_t seed)
+Linear::Linear(int64_t in, int64_t out, bool with_bias, uint64_t seed, double init_std)
     : Module("Linear"), in_features(in), out_features(out) {
   CheckPositive("Linear", "in_features", in);
   CheckPositive("Linear", "out_features", out);
   NoGradGuard no_grad;
+  if (init_std > 0) {
+    weight = register_parameter("weight", randn({out, in}, DeriveSeed(seed, "weight")) * init_std);
+    if (with_bias) bias = register_parameter("bias", zeros({out}));
+    return;
+  }
   const double bound = 1.0 / std::sqrt(static_cast<double>(in));
   weight = register_parameter("weight", Uniform({out, in}, bound, DeriveSeed(seed, "weight")));
   if (with_bias) bias = register_parameter("bias", Uniform({out}, bound, DeriveSeed(seed, "bias")));

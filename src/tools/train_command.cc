@@ -1,9 +1,9 @@
-// axle train [--model gpt2] [--config tiny|small|124m] [--init DIR|FILE.safetensors]
+// axle train [--model auto|gpt2|llama] [--config SIZE] [--init DIR|FILE.safetensors]
 //            [--data FILE] [--steps N] [--batch B] [--seq T] [--lr X] [--warmup N]
 //            [--schedule constant|cosine] [--weight-decay X] [--grad-clip X] [--dropout X]
 //            [--seed S] [--log-json FILE] [--checkpoint-dir DIR [--checkpoint-every N] [--keep N]
 //            [--resume] [--stop-at N]] ...
-// Trains GPT-2 (src/train/trainer.h). With no flags: a tiny GPT on the embedded corpus.
+// Trains a causal LM (src/train/trainer.h). With no flags: a tiny GPT on the embedded corpus.
 #include <cstdlib>
 #include <iostream>
 
@@ -15,13 +15,16 @@ namespace axle::tools {
 void AddTrainCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands) {
   auto o = std::make_shared<train::TrainOptions>();
   CLI::App* sub = app.add_subcommand(
-      "train", "Train GPT-2 (default: a tiny GPT on a corpus embedded in the binary)");
+      "train", "Train GPT-2 or a Llama-family model (default: a tiny GPT on a corpus embedded in the binary)");
   sub->option_defaults()->always_capture_default();  // --help shows each default
-  sub->add_option("--model", o->model, "Model family")->check(CLI::IsMember({"gpt2"}));
-  auto* config = sub->add_option("--config", o->config, "Model size (without --init)")
-                     ->check(CLI::IsMember({"tiny", "small", "124m"}));
+  sub->add_option("--model", o->model,
+                  "Model family: auto (config.json's model_type with --init, else gpt2), gpt2 or llama")
+      ->check(CLI::IsMember({"auto", "gpt2", "llama"}));
+  auto* config = sub->add_option("--config", o->config,
+                                 "Model size without --init: tiny, small or 124m (gpt2); tiny, small, bench or "
+                                 "tinyllama-1.1b (llama)");
   sub->add_option("--init", o->init,
-                  "Start from a Hugging Face GPT-2 directory or .safetensors file");
+                  "Start from a Hugging Face model directory (GPT-2, Llama, Mistral, Qwen2) or .safetensors file");
   sub->add_option("--data", o->data,
                   "Token data: an llm.c .bin shard, or a UTF-8 text file (byte tokens)");
   sub->add_option("--steps", o->steps, "Training steps")->check(kPositive);

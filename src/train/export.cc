@@ -39,10 +39,12 @@ void ExportHuggingFace(const ExportOptions& o, std::ostream& out) {
   const std::string where = m.StepDir(step);
   const nlohmann::json extra = m.read_extra(step);
   if (!extra.contains("model_config"))
-    Fail("axle export: {} has no GPT-2 model config in its training state (it was not written by `axle train`)",
+    Fail("axle export: {} has no model config in its training state (it was not written by `axle train`)",
          where);
-  const nn::GPT2Config config = nn::GPT2Config::FromJson(extra["model_config"], where + " (model_config)");
-  nn::GPT2 model(config, /*seed=*/0, /*init=*/false);
+  const std::shared_ptr<nn::CausalLM> made =
+      nn::MakeCausalLM(extra["model_config"], where + " (model_config)", /*seed=*/0, /*init=*/false);
+  nn::CausalLM& model = *made;
+  const nlohmann::json config = model.config_json();
   checkpoint::State state;
   for (const auto& [name, p] : model.named_parameters()) state.tensors.emplace_back("model." + name, p);
   m.restore(step, state);
@@ -51,7 +53,7 @@ void ExportHuggingFace(const ExportOptions& o, std::ostream& out) {
   int64_t total = 0;
   for (const auto& [name, t] : model.state_dict()) total += t.numel() * DTypeSize(t.dtype());
   if (total <= o.max_shard_bytes) {
-    nn::SaveGPT2(model, o.out_dir + "/model.safetensors");
+    nn::SaveCausalLM(model, o.out_dir + "/model.safetensors");
     out << fmt::format("exported step {} of {} to {}: config.json, model.safetensors ({:.1f} MB)\n", step,
                        o.checkpoint_dir, o.out_dir, total / 1e6);
     return;
@@ -74,11 +76,11 @@ void ExportHuggingFace(const ExportOptions& o, std::ostream& out) {
     const std::string file = fmt::format("model-{:05}-of-{:05}.safetensors", k + 1, shards.size());
     for (const auto& [name, lit] : shards[k]) weight_map[name] = file;
     checkpoint::SaveSafetensors(o.out_dir + "/" + file, shards[k],
-                                {{"format", "pt"}, {checkpoint::kConfigMetadataKey, config.ToJson().dump()}});
+                                {{"format", "pt"}, {checkpoint::kConfigMetadataKey, config.dump()}});
   }
   const nlohmann::json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
   WriteFileAtomically(o.out_dir + "/model.safetensors.index.json", index.dump(2) + "\n", "index");
-  WriteFileAtomically(o.out_dir + "/config.json", config.ToJson().dump(2) + "\n", "config.json");
+  WriteFileAtomically(o.out_dir + "/config.json", config.dump(2) + "\n", "config.json");
   out << fmt::format("exported step {} of {} to {}: config.json, {} shards with model.safetensors.index.json "
                      "({:.1f} MB)\n",
                      step, o.checkpoint_dir, o.out_dir, shards.size(), total / 1e6);

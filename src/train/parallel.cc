@@ -10,14 +10,6 @@
 #include "core/error.h"
 
 namespace axle::train {
-namespace {
-
-bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-}  // namespace
-
 std::optional<spmd::Mesh> ParseMesh(const std::string& mesh_text, int64_t devices) {
   if (devices < 1) Fail("--devices {}: must be at least 1", devices);
   if (mesh_text.empty()) {
@@ -61,24 +53,10 @@ std::optional<spmd::Mesh> ParseMesh(const std::string& mesh_text, int64_t device
   return spmd::Mesh(sizes, names);
 }
 
-spmd::PartitionSpec Gpt2ParameterSpec(const std::string& name, int64_t rank, const spmd::Mesh& mesh) {
-  spmd::PartitionSpec spec(static_cast<size_t>(rank));
-  if (rank == 0) return spec;
+fsdp::Layout MeshLayout(const spmd::Mesh& mesh) {
   const auto& axes = mesh.axis_names();
   auto has = [&](const char* a) { return std::find(axes.begin(), axes.end(), a) != axes.end(); };
-  if (has("tp")) {
-    const bool column = name.find("attn.c_attn.") != std::string::npos || name.find("mlp.c_fc.") != std::string::npos;
-    const bool row = EndsWith(name, "attn.c_proj.weight") || EndsWith(name, "mlp.c_proj.weight");
-    if (column) spec[static_cast<size_t>(rank - 1)].names.push_back("tp");  // weight [in, out]: out; bias [out]
-    if (row) spec[0].names.push_back("tp");                                  // weight [in, out]: in
-  }
-  if (has("fsdp")) spec[0].names.push_back("fsdp");
-  return spec;
-}
-
-void ShardGpt2Parameters(const nn::Module& model, const spmd::Mesh& mesh) {
-  for (const auto& [name, p] : model.named_parameters())
-    spmd::mark_sharding(p, mesh, Gpt2ParameterSpec(name, p.dim(), mesh));
+  return {.fsdp_axis = has("fsdp") ? "fsdp" : "", .tp_axis = has("tp") ? "tp" : ""};
 }
 
 spmd::PartitionSpec BatchSpec(const spmd::Mesh& mesh) {

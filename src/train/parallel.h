@@ -1,11 +1,12 @@
-// `axle train --devices N --mesh fsdp=4,tp=2`: the mesh and the GPT-2 sharding plan
+// `axle train --devices N --mesh fsdp=4,tp=2`: the mesh and the sharding plan
 // (docs/spmd.md, "axle train on a mesh").
 //
 // Axes: dp (data parallel: the batch is split, parameters replicated), fsdp (PyTorch/XLA's FSDPv2:
 // the batch is split and every parameter and its optimizer state is sharded on dim 0), tp
-// (Megatron-style tensor parallel: c_attn and c_fc column-parallel, the c_proj layers
-// row-parallel). They combine: with fsdp and tp, a row-parallel weight's dim 0 is split over
-// [tp, fsdp].
+// (Megatron-style tensor parallel, as each module type's parallel_plan() declares it: GPT-2's c_attn
+// and c_fc, Llama's q/k/v, gate and up projections column-parallel, the output and down
+// projections row-parallel). They combine: with fsdp and tp, a column-parallel Linear's weight
+// dim 0 is split over [tp, fsdp].
 #pragma once
 
 #include <cstdint>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "axle/fsdp.h"
 #include "axle/nn.h"
 #include "axle/optim.h"
 #include "axle/spmd.h"
@@ -25,13 +27,9 @@ namespace axle::train {
 // product that is not the device count. nullopt for one device and no --mesh.
 std::optional<spmd::Mesh> ParseMesh(const std::string& mesh_text, int64_t devices);
 
-// The spec of GPT-2 parameter `name` (rank `rank`) on `mesh`.
-spmd::PartitionSpec Gpt2ParameterSpec(const std::string& name, int64_t rank, const spmd::Mesh& mesh);
-
-// Marks every parameter of `model`: before the optimizer is made and before the model's first
-// sync(), so that the init and AdamW's moments (which follow their parameter's layout) are
-// computed as shards and no process holds the model whole.
-void ShardGpt2Parameters(const nn::Module& model, const spmd::Mesh& mesh);
+// The parameter layout of `mesh`'s axes: dim 0 over fsdp and each module's tensor-parallel plan
+// over tp, each when the mesh has that axis (axle::fsdp::shard marks the parameters with it).
+fsdp::Layout MeshLayout(const spmd::Mesh& mesh);
 
 // The batch's spec: dim 0 over the mesh's dp and fsdp axes.
 spmd::PartitionSpec BatchSpec(const spmd::Mesh& mesh);

@@ -11,7 +11,7 @@
 
 namespace axle::train {
 
-checkpoint::State TrainState(const nn::GPT2& model, const optim::AdamW& opt) {
+checkpoint::State TrainState(const nn::CausalLM& model, const optim::AdamW& opt) {
   checkpoint::State s;
   std::map<const void*, std::string> name_of;
   for (const auto& [name, p] : model.named_parameters()) {
@@ -53,7 +53,7 @@ nlohmann::json FlagsJson(const TrainOptions& o) {
           {"keep", o.keep}};
 }
 
-nlohmann::json TrainExtra(const TrainOptions& o, const nn::GPT2Config& config, const optim::AdamW& opt,
+nlohmann::json TrainExtra(const TrainOptions& o, const nn::CausalLM& model, const optim::AdamW& opt,
                           int64_t step, const std::string& data_source, int64_t data_tokens) {
   nlohmann::json param_steps = nlohmann::json::array();
   const auto& groups = opt.param_groups();
@@ -72,19 +72,23 @@ nlohmann::json TrainExtra(const TrainOptions& o, const nn::GPT2Config& config, c
           {"optimizer", {{"type", "AdamW"}, {"param_steps", std::move(param_steps)}}},
           {"rng", {{"seed", rng_seed()}}},
           {"flags", FlagsJson(o)},
-          {"model_config", config.ToJson()}};
+          {"model_config", model.config_json()}};
 }
 
-std::string CheckResume(const nlohmann::json& extra, const TrainOptions& o, const nn::GPT2Config& config,
+std::string CheckResume(const nlohmann::json& extra, const TrainOptions& o, const nn::CausalLM& model,
                         const std::string& where) {
-  const nlohmann::json want = config.ToJson();
+  const nlohmann::json want = model.config_json();
   const nlohmann::json have = extra.value("model_config", nlohmann::json::object());
-  for (const char* key : {"vocab_size", "n_positions", "n_embd", "n_layer", "n_head"})
-    if (have.value(key, int64_t{-1}) != want.value(key, int64_t{-2}))
-      Fail("--resume: the checkpoint {} holds a GPT-2 with {} = {}, this run builds {} = {} (its model: {}); pass "
-           "the --config or --init the checkpoint was trained with (its flags: {})",
-           where, key, have.value(key, nlohmann::json()).dump(), key, want[key].dump(), config.ToString(),
+  // Every field that shapes the model must agree; dropout is a flag of the run (--dropout).
+  for (const auto& [key, value] : want.items()) {
+    if (key == "resid_pdrop" || key == "embd_pdrop" || key == "attn_pdrop" || key == "transformers_version") continue;
+    const nlohmann::json there = have.value(key, nlohmann::json());
+    if (there != value && !(there.is_number() && value.is_number() && there.get<double>() == value.get<double>()))
+      Fail("--resume: the checkpoint {} holds a model with {} = {}, this run builds {} = {} (its model: {}); pass "
+           "the --model, --config or --init the checkpoint was trained with (its flags: {})",
+           where, key, there.dump(), key, value.dump(), model.config_string(),
            extra.value("flags", nlohmann::json::object()).dump());
+  }
   std::string notes;
   const nlohmann::json flags = extra.value("flags", nlohmann::json::object());
   const nlohmann::json now = FlagsJson(o);

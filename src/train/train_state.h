@@ -18,21 +18,22 @@ namespace axle::train {
 // The tensors of a training checkpoint: "model.<name>" for each parameter, "optim.exp_avg.<name>"
 // and "optim.exp_avg_sq.<name>" for its AdamW moments, and "rng.counter" (the global generator,
 // axle::rng_counter). The handles are the live tensors: restoring into them restores the run.
-checkpoint::State TrainState(const nn::GPT2& model, const optim::AdamW& opt);
+checkpoint::State TrainState(const nn::CausalLM& model, const optim::AdamW& opt);
 
 // The flags of the run as a JSON object (every TrainOptions field by its flag name).
 nlohmann::json FlagsJson(const TrainOptions& o);
 
 // The state's `extra` after `step` steps: step, schedule and data positions, AdamW's per-parameter
 // step counts, the generator's seed, the flags and the model config.
-nlohmann::json TrainExtra(const TrainOptions& o, const nn::GPT2Config& config, const optim::AdamW& opt,
+nlohmann::json TrainExtra(const TrainOptions& o, const nn::CausalLM& model, const optim::AdamW& opt,
                           int64_t step, const std::string& data_source, int64_t data_tokens);
 
 // Checks a checkpoint's `extra` against this run before its tensors are restored: the model
-// config must be the same (else an axle::Error naming `where`, both configs and what to do).
+// config must be the same, dropout aside (else an axle::Error naming `where`, the first field that
+// differs, both values and what to do).
 // Returns one note line per flag that changes the run's math and differs from the checkpoint's
 // (empty when none).
-std::string CheckResume(const nlohmann::json& extra, const TrainOptions& o, const nn::GPT2Config& config,
+std::string CheckResume(const nlohmann::json& extra, const TrainOptions& o, const nn::CausalLM& model,
                         const std::string& where);
 
 // Applies the restored `extra` to what the tensors do not carry: AdamW's step counts (an error

@@ -62,7 +62,15 @@ std::string Allocator() {
 }
 
 void Validate(const TrainOptions& o) {
-  if (o.model != "gpt2") Fail("--model {}: the only model is gpt2", o.model);
+  if (o.model != "auto" && o.model != "gpt2" && o.model != "llama")
+    Fail("--model {}: expected auto (the family config.json names, else gpt2), gpt2 or llama", o.model);
+  if (o.init.empty()) {
+    const bool llama = o.model == "llama";
+    const std::vector<std::string> presets = llama ? std::vector<std::string>{"tiny", "small", "bench", "tinyllama-1.1b"}
+                                                   : std::vector<std::string>{"tiny", "small", "124m"};
+    if (std::find(presets.begin(), presets.end(), o.config) == presets.end())
+      Fail("--config {}: the {} sizes are {}", o.config, llama ? "Llama" : "GPT-2", fmt::join(presets, ", "));
+  }
   if (o.steps < 1) Fail("--steps {}: must be at least 1", o.steps);
   if (o.batch < 1) Fail("--batch {}: must be at least 1", o.batch);
   if (o.seq < 1) Fail("--seq {}: must be at least 1", o.seq);
@@ -105,11 +113,11 @@ std::string Render(const std::vector<int32_t>& tokens, int64_t vocab) {
 // Samples `n` continuations of `prompt` with temperature 0.8 and top-k 40. The forward always
 // runs on a fixed [n, T] window (zero-padded on the right; the causal mask keeps padding out of
 // the positions read), so every token reuses one compiled graph.
-std::vector<std::string> Generate(nn::GPT2& model, const std::vector<int32_t>& prompt, int64_t n,
+std::vector<std::string> Generate(nn::CausalLM& model, const std::vector<int32_t>& prompt, int64_t n,
                                   int64_t new_tokens, int64_t window, uint64_t seed) {
   NoGradGuard no_grad;
   model.eval();
-  const int64_t vocab = model.config().vocab_size;
+  const int64_t vocab = model.vocab_size();
   std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(n), prompt);
   std::mt19937_64 rng(seed);
   for (int64_t k = 0; k < new_tokens; ++k) {
@@ -270,14 +278,20 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   manual_seed(o.seed);
 
   // The model.
-  std::shared_ptr<nn::GPT2> model;
+  std::shared_ptr<nn::CausalLM> model;
   if (!o.init.empty()) {
-    nn::LoadGPT2Options load;
-    load.dropout = o.dropout;  // --dropout decides, not the checkpoint's resid_pdrop
-    model = nn::LoadGPT2(o.init, load);
+    nn::LoadOptions load;
+    load.dropout = o.dropout;     // GPT-2: --dropout decides, not the checkpoint's resid_pdrop
+    load.convert_dtype = true;    // bf16 / f16 checkpoints train in f32 (the model's dtype)
+    model = nn::LoadCausalLM(o.init, load);
+    const bool llama_family = model->model_type() != "gpt2";
+    if (o.model != "auto" && (o.model == "llama") != llama_family)
+      Fail("--model {} but --init {} holds a {} model (config.json's model_type); pass --model auto or {}", o.model,
+           o.init, model->model_type(), llama_family ? "llama" : "gpt2");
+    if (llama_family && o.dropout > 0)
+      Fail("--dropout {}: the Llama family has no residual dropout (its attention_dropout comes from config.json)",
+           o.dropout);
   } else {
-    nn::GPT2Config config = nn::GPT2Config::Preset(o.config);
-    config.dropout = o.dropout;
     // A run that resumes overwrites every parameter: skip drawing the random init (for GPT-2
     // 124M on the cpu backend, seconds of work and gigabytes of temporaries).
     bool resuming = false;
@@ -296,12 +310,19 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
     // devices, against 8.1 GB this way. AdamW's moments are born sharded either way (they follow
     // their parameter's layout).
     const bool born_sharded = mesh && (resuming || flags::cpu_devices() == 1);
-    model = std::make_shared<nn::GPT2>(config, o.seed, /*init=*/!resuming, /*materialize=*/!born_sharded);
+    if (o.model == "llama") {
+      if (o.dropout > 0) Fail("--dropout {}: the Llama family has no residual dropout", o.dropout);
+      model = std::make_shared<nn::Llama>(nn::LlamaConfig::Preset(o.config), o.seed, /*init=*/!resuming,
+                                          /*materialize=*/!born_sharded);
+    } else {
+      nn::GPT2Config config = nn::GPT2Config::Preset(o.config);
+      config.dropout = o.dropout;
+      model = std::make_shared<nn::GPT2>(config, o.seed, /*init=*/!resuming, /*materialize=*/!born_sharded);
+    }
   }
-  const nn::GPT2Config& config = model->config();
-  if (o.seq > config.n_positions)
-    Fail("--seq {} is longer than the model's context (n_positions = {})", o.seq,
-         config.n_positions);
+  if (o.seq > model->max_positions())
+    Fail("--seq {} is longer than the model's context ({} = {})", o.seq,
+         model->model_type() == "gpt2" ? "n_positions" : "max_position_embeddings", model->max_positions());
 
   // The data.
   TokenData data;
@@ -314,13 +335,13 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   } else {
     data = LoadTokens(o.data);
   }
-  CheckVocab(data.tokens, config.vocab_size, data.source);
+  CheckVocab(data.tokens, model->vocab_size(), data.source);
   BatchLoader loader(data.tokens, o.batch, o.seq, data.source);
 
   TrainResult result;
   // The optimizer: weight decay on matrices and embeddings, not on biases and norms.
   std::vector<Tensor> decay, no_decay, all;
-  if (mesh) ShardGpt2Parameters(*model, *mesh);  // before AdamW's sync() makes the state
+  if (mesh) fsdp::shard(*model, *mesh, MeshLayout(*mesh));  // before AdamW's sync() makes the state
   for (const auto& [name, p] : model->named_parameters()) {
     (p.dim() >= 2 ? decay : no_decay).push_back(p);
     all.push_back(p);
@@ -349,7 +370,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
     } else if (latest) {
       const std::string where = ckpt->StepDir(*latest);
       const nlohmann::json extra = ckpt->read_extra(*latest);
-      out << CheckResume(extra, o, config, where);
+      out << CheckResume(extra, o, *model, where);
       const uint64_t saved_seed = extra.value("rng", nlohmann::json::object()).value("seed", o.seed);
       if (saved_seed != rng_seed()) manual_seed(saved_seed);  // the generator continues as saved
       checkpoint::State resumed = TrainState(*model, opt);
@@ -384,9 +405,9 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   const int64_t param_bytes = BytesPerDevice(all, mesh ? &*mesh : nullptr);
   const int64_t optimizer_bytes = BytesPerDevice(state, mesh ? &*mesh : nullptr);
 
-  out << fmt::format("axle train: gpt2 {} ({:.2f}M parameters), {} tokens from {}, batch {} x seq "
+  out << fmt::format("axle train: {} {} ({:.2f}M parameters), {} tokens from {}, batch {} x seq "
                      "{}, {} steps, backend {}\n",
-                     config.ToString(), model->num_parameters() / 1e6, data.tokens.size(),
+                     model->model_type(), model->config_string(), model->num_parameters() / 1e6, data.tokens.size(),
                      data.source, o.batch, o.seq, o.steps, backend());
   // The backend's own line (the CPU backends: which library runs products); a library its flags
   // ask for that is not installed fails here.
@@ -499,7 +520,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   auto save = [&](int64_t done, bool final) {
     if (!ckpt || done == result.last_checkpoint) return;
     if (!final && (o.checkpoint_every <= 0 || !ckpt->should_save(done))) return;
-    ckpt_state.extra = TrainExtra(o, config, opt, done, data.source, static_cast<int64_t>(data.tokens.size()));
+    ckpt_state.extra = TrainExtra(o, *model, opt, done, data.source, static_cast<int64_t>(data.tokens.size()));
     axle::wait();  // the step being saved has finished: what follows is the save's own time
     const Clock::time_point t0 = Clock::now();
     ckpt->save_async(done, ckpt_state, /*force=*/true);
@@ -582,7 +603,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
     Fail("the loss became {} at step {}: lower --lr or set --grad-clip", prev.loss, prev.step);
 
   if (!o.save.empty()) {
-    const std::string config_json = nn::SaveGPT2(*model, o.save);
+    const std::string config_json = nn::SaveCausalLM(*model, o.save);
     out << fmt::format("saved the weights to {} (the model's config in its metadata and in {})\n", o.save,
                        config_json);
   }
@@ -591,7 +612,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
     std::vector<int32_t> prompt(data.tokens.begin(),
                                 data.tokens.begin() + std::min<size_t>(4, data.tokens.size()));
     result.samples = Generate(*model, prompt, o.samples, o.sample_tokens,
-                              std::min(o.seq, config.n_positions), o.seed);
+                              std::min(o.seq, model->max_positions()), o.seed);
     out << "samples:\n";
     for (size_t i = 0; i < result.samples.size(); ++i)
       out << fmt::format("--- sample {} ---\n{}\n", i, result.samples[i]);

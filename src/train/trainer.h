@@ -1,4 +1,5 @@
-// The training job behind `axle train`: GPT-2 on token data, AdamW, one compiled step.
+// The training job behind `axle train`: a causal LM (GPT-2, the Llama family) on token data, AdamW,
+// one compiled step.
 //
 //   axle::train::TrainOptions o;            // defaults: tiny GPT on the embedded corpus
 //   axle::train::TrainResult r = axle::train::Train(o, std::cout);
@@ -15,8 +16,8 @@
 namespace axle::train {
 
 struct TrainOptions {
-  std::string model = "gpt2";
-  std::string config = "tiny";   // tiny | small | 124m (ignored with `init`)
+  std::string model = "auto";     // auto (config.json's family with `init`, else gpt2) | gpt2 | llama
+  std::string config = "tiny";   // gpt2: tiny | small | 124m; llama: tiny | small | bench | tinyllama-1.1b
   bool config_given = false;     // --config was passed explicitly
   std::string init;              // HF directory or .safetensors file; empty = random init
   std::string data;              // .bin llm.c shard or a text file; empty = embedded corpus

@@ -123,6 +123,35 @@ TEST_F(TrainCliTest, BadInputExitsOneWithAClearMessage) {
   EXPECT_THAT(r.output, HasSubstr("wte.weight"));
   EXPECT_THAT(r.output, HasSubstr("[256,64]"));
 
+  // The Llama family: an unknown model_type and a config missing a field name the file and the
+  // field; --model must agree with the directory; the presets are the family's.
+  {
+    const std::string golden = std::string(AXLE_SOURCE_DIR) + "/tests/nn/goldens/llama_mistral";
+    fs::create_directories(dir_ / "llama");
+    fs::copy(golden, dir_ / "llama", fs::copy_options::overwrite_existing | fs::copy_options::recursive);
+    std::ifstream in(golden + "/config.json");
+    nlohmann::json config = nlohmann::json::parse(in);
+    config["model_type"] = "t5";
+    std::ofstream(Path("llama/config.json")) << config.dump();
+    r = RunAxle("train --steps 1 --init " + Path("llama"));
+    EXPECT_EQ(r.status, 1);
+    EXPECT_THAT(r.output, HasSubstr(Path("llama/config.json")));
+    EXPECT_THAT(r.output, HasSubstr("model_type \"t5\" is not a model Axle has"));
+    config["model_type"] = "mistral";
+    config.erase("num_hidden_layers");
+    std::ofstream(Path("llama/config.json")) << config.dump();
+    r = RunAxle("train --steps 1 --init " + Path("llama"));
+    EXPECT_EQ(r.status, 1);
+    EXPECT_THAT(r.output, HasSubstr(Path("llama/config.json")));
+    EXPECT_THAT(r.output, HasSubstr("lacks \"num_hidden_layers\""));
+    r = RunAxle("train --steps 1 --model gpt2 --init " + golden);
+    EXPECT_EQ(r.status, 1);
+    EXPECT_THAT(r.output, HasSubstr("holds a mistral model"));
+    r = RunAxle("train --steps 1 --config bench");
+    EXPECT_EQ(r.status, 1);
+    EXPECT_THAT(r.output, HasSubstr("--config bench: the GPT-2 sizes are tiny, small, 124m"));
+  }
+
   r = RunAxle("train --steps 1 --init " + Path("model.safetensors") + " --config small");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("exclude each other"));

@@ -12,11 +12,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "axle/fsdp.h"
 #include "axle/metrics.h"
 #include "axle/nn.h"
 #include "core/flags.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
+#include "train/data.h"
 #include "train/trainer.h"
 
 namespace axle::train {
@@ -106,11 +108,21 @@ TEST_F(ParallelTrainTest, OneDeviceReplaysItsStepWithTheBitsOfTracing) {
 TEST_F(ParallelTrainTest, FsdpShardsEveryParameterAndItsOptimizerState) {
   flags::set_cpu_devices(8);
   const spmd::Mesh mesh = *ParseMesh("fsdp=8", 8);
-  EXPECT_EQ(Gpt2ParameterSpec("h.0.attn.c_attn.weight", 2, mesh)[0].names, std::vector<std::string>{"fsdp"});
+  const nn::GPT2 gpt(nn::GPT2Config::Preset("tiny"), 0, /*init=*/false);
+  auto spec = [&](const spmd::Mesh& m, const std::string& name) {
+    for (const auto& [n, s] : fsdp::parameter_specs(gpt, m, MeshLayout(m)))
+      if (n == name) return s;
+    ADD_FAILURE() << "no parameter " << name;
+    return spmd::PartitionSpec{};
+  };
+  EXPECT_EQ(spec(mesh, "h.0.attn.c_attn.weight")[0].names, std::vector<std::string>{"fsdp"});
+  EXPECT_EQ(spec(mesh, "h.0.attn.c_attn.weight")[1].names, std::vector<std::string>{});
   const spmd::Mesh tp = *ParseMesh("fsdp=4,tp=2", 8);
-  EXPECT_EQ(Gpt2ParameterSpec("h.1.mlp.c_proj.weight", 2, tp)[0].names, (std::vector<std::string>{"tp", "fsdp"}));
-  EXPECT_EQ(Gpt2ParameterSpec("h.1.mlp.c_fc.weight", 2, tp)[1].names, std::vector<std::string>{"tp"});
-  EXPECT_EQ(Gpt2ParameterSpec("h.1.mlp.c_fc.bias", 1, tp)[0].names, (std::vector<std::string>{"tp", "fsdp"}));
+  EXPECT_EQ(spec(tp, "h.1.mlp.c_proj.weight")[0].names, (std::vector<std::string>{"tp", "fsdp"}));
+  EXPECT_EQ(spec(tp, "h.1.mlp.c_proj.bias")[0].names, std::vector<std::string>{"fsdp"});
+  EXPECT_EQ(spec(tp, "h.1.mlp.c_fc.weight")[1].names, std::vector<std::string>{"tp"});
+  EXPECT_EQ(spec(tp, "h.1.mlp.c_fc.bias")[0].names, (std::vector<std::string>{"tp", "fsdp"}));
+  EXPECT_EQ(spec(tp, "wte.weight")[0].names, std::vector<std::string>{"fsdp"});
   EXPECT_EQ(BatchSpec(*ParseMesh("dp=2,fsdp=2,tp=2", 8))[0].names, (std::vector<std::string>{"dp", "fsdp"}));
   std::ostringstream out;
   TrainOptions o = Tiny(8, "fsdp=8");
@@ -203,6 +215,48 @@ TEST_F(ParallelTrainTest, FsdpGathersEachParameterOnceAndReduceScattersGradients
   // Every gradient but wpe's is reduce-scattered once: wpe's rows are picked by position, so its
   // gradient is the all-reduced [seq, d] rows scattered into place on every device.
   EXPECT_EQ(reduce_scatters, num_params - 1);
+}
+
+// A Llama from a Hugging Face directory (GQA 4/2, untied head; tests/nn/goldens) trains to the same
+// losses with tensor parallelism and with FSDP as on one device: the layout comes from the module
+// types' parallel plans (q/k/v, gate and up colwise; o and down rowwise), not from names.
+TEST_F(ParallelTrainTest, LlamaTrainsTheSameWithTensorParallelismAndFsdp) {
+  const std::string init = std::string(AXLE_SOURCE_DIR) + "/tests/nn/goldens/llama_llama";
+  const std::string data = ::testing::TempDir() + "/llama_tokens.bin";
+  std::vector<int32_t> tokens(4096);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7 + i / 13) % 96);
+  WriteTokenShard(data, tokens);
+  auto options = [&](int64_t devices, std::string mesh) {
+    TrainOptions o = Tiny(devices, std::move(mesh));
+    o.config = "tiny";
+    o.init = init;
+    o.data = data;
+    o.seq = 16;
+    o.lr = 1e-3;
+    return o;
+  };
+  std::ostringstream log;
+  const TrainResult one = Train(options(1, ""), log);
+  EXPECT_THAT(log.str(), HasSubstr("axle train: llama LlamaForCausalLM("));
+  // The specs: q_proj [out, in] splits its output rows over tp, o_proj its input columns.
+  const nn::Llama model(nn::LlamaConfig::Preset("tiny"), 0, /*init=*/false);
+  flags::set_cpu_devices(8);
+  const spmd::Mesh tp_fsdp = *ParseMesh("fsdp=4,tp=2", 8);
+  std::map<std::string, spmd::PartitionSpec> specs;
+  for (auto& [name, spec] : fsdp::parameter_specs(model, tp_fsdp, MeshLayout(tp_fsdp))) specs[name] = spec;
+  EXPECT_EQ(specs["model.layers.0.self_attn.q_proj.weight"][0].names, (std::vector<std::string>{"tp", "fsdp"}));
+  EXPECT_EQ(specs["model.layers.0.self_attn.o_proj.weight"][1].names, std::vector<std::string>{"tp"});
+  EXPECT_EQ(specs["model.layers.0.mlp.down_proj.weight"][1].names, std::vector<std::string>{"tp"});
+  EXPECT_EQ(specs["model.layers.0.mlp.up_proj.weight"][0].names, (std::vector<std::string>{"tp", "fsdp"}));
+  EXPECT_EQ(specs["model.norm.weight"][0].names, std::vector<std::string>{"fsdp"});
+  EXPECT_EQ(specs["lm_head.weight"][0].names, std::vector<std::string>{"fsdp"});
+  for (const auto& [devices, mesh] : std::vector<std::pair<int64_t, std::string>>{{2, "tp=2"}, {4, "fsdp=4"}}) {
+    std::ostringstream out;
+    const TrainResult r = Train(options(devices, mesh), out);
+    ASSERT_EQ(r.steps.size(), one.steps.size()) << mesh;
+    for (size_t i = 0; i < r.steps.size(); ++i)
+      EXPECT_NEAR(r.steps[i].loss, one.steps[i].loss, 1e-5 * std::abs(one.steps[i].loss)) << mesh << " step " << i;
+  }
 }
 
 TEST_F(ParallelTrainTest, BadMeshesAreClearErrors) {
