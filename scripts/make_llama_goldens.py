@@ -15,6 +15,7 @@ model.safetensors or shards with model.safetensors.index.json) plus expected.jso
                     eps 1e-8, weight decay 0.1 on parameters of rank >= 2 and none on the others,
                     gradients clipped to total norm 1.0), on the same batch every step
   masked_loss       the loss with the targets of the first 5 positions of every row set to -100
+  greedy            50 greedy tokens after idx[0][:5], decoded with transformers' KV cache
 
 The weights are drawn larger than HF's init (std 0.02 makes every logit nearly 0, which would let
 a wrong rotary or a wrong head mapping pass): N(0, 0.15^2) matrices, RMSNorm weights 1 + N(0, 0.1^2),
@@ -68,6 +69,20 @@ def loss_of(model, idx, targets):
                                              ignore_index=-100)
 
 
+def greedy_decode(model, prompt, n):
+    """n greedy tokens after `prompt` [1, P], with transformers' KV cache: what model.generate(...,
+    do_sample=False) does without an end-of-sequence stop. (generate itself imports
+    torch.distributed.fsdp, which Debian's torch 1.13 cannot import under Python 3.11.)"""
+    out = model(prompt, use_cache=True)
+    past, tokens = out.past_key_values, []
+    for _ in range(n):
+        nxt = out.logits[:, -1].argmax(-1, keepdim=True)
+        tokens.append(int(nxt))
+        out = model(nxt, past_key_values=past, use_cache=True)
+        past = out.past_key_values
+    return torch.tensor(tokens)
+
+
 def main():
     torch.use_deterministic_algorithms(True)
     for name, (cls, config, shard) in VARIANTS.items():
@@ -87,6 +102,7 @@ def main():
             masked = targets.clone()
             masked[:, :5] = -100
             masked_loss = loss_of(model, idx, masked).item()
+            greedy = greedy_decode(model, idx[:1, :5], 50)
         params = list(model.named_parameters())
         decay = [p for n, p in params if p.dim() >= 2]
         no_decay = [p for n, p in params if p.dim() < 2]
@@ -102,7 +118,7 @@ def main():
             opt.step()
         expected = {"idx": idx.tolist(), "targets": targets.tolist(),
                     "logits": [round(float(v), 7) for v in logits.reshape(-1)], "losses": losses,
-                    "masked_loss": masked_loss}
+                    "masked_loss": masked_loss, "greedy": greedy.tolist()}
         with open(os.path.join(out, "expected.json"), "w") as f:
             json.dump(expected, f)
             f.write("\n")

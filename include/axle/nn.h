@@ -197,6 +197,15 @@ class Dropout : public Module {
 
 // ---- Causal language models ---------------------------------------------------------------------
 
+// The keys and values of past positions, for incremental decoding: per layer [batch, kv_heads,
+// max_len, head_dim], filled up to `length`. The tensors are device data that each
+// forward_cached() replaces with its update.
+struct KVCache {
+  std::vector<Tensor> keys, values;
+  int64_t batch = 0, max_len = 0;
+  int64_t length = 0;  // positions filled: the next token's position
+};
+
 // A decoder-only language model (GPT2, Llama): what `axle train`, sampling, saving and export
 // need of a model, whatever its architecture.
 class CausalLM : public Module {
@@ -217,6 +226,15 @@ class CausalLM : public Module {
   virtual nlohmann::json config_json() const = 0;
   // A one-line description of the config, for logs and errors.
   virtual std::string config_string() const = 0;
+
+  // An empty cache (zeros) for `batch` sequences of up to `max_len` <= max_positions() positions.
+  virtual KVCache make_cache(int64_t batch, int64_t max_len) const = 0;
+  // Logits [B, T, vocab] of idx [B, T], the tokens at positions cache.length .. + T - 1, which
+  // attend to the cache's earlier positions and to each other causally; their keys and values are
+  // written into the cache and cache.length advances by T. The position enters the step as data
+  // (not a constant), so every decode step of a given T runs one compiled graph: a prompt
+  // compiles once (its T) and then each new token reuses the T = 1 graph.
+  virtual Tensor forward_cached(const Tensor& idx, KVCache& cache) const = 0;
 };
 
 // ---- GPT-2 ------------------------------------------------------------------------------------
@@ -267,6 +285,10 @@ class CausalSelfAttention : public Module {
   CausalSelfAttention(const GPT2Config& config, uint64_t seed = 0);
   Tensor forward(const Tensor& x) const;  // x [B, T, C]
   Tensor operator()(const Tensor& x) const { return forward(x); }
+  // x [B, T, C] at position `pos` (0-d i64) of a layer's cache [B, n_head, L, head_dim], `blocked`
+  // [T, L] (CausalLM::forward_cached).
+  Tensor forward_cached(const Tensor& x, Tensor& k_cache, Tensor& v_cache, const Tensor& pos,
+                        const Tensor& blocked) const;
   std::vector<std::pair<std::string, ParallelStyle>> parallel_plan() const override {
     return {{"c_attn", ParallelStyle::kColwise}, {"c_proj", ParallelStyle::kRowwise}};
   }
@@ -280,6 +302,8 @@ class GPT2Block : public Module {
  public:
   GPT2Block(const GPT2Config& config, uint64_t seed = 0);
   Tensor forward(const Tensor& x) const;
+  Tensor forward_cached(const Tensor& x, Tensor& k_cache, Tensor& v_cache, const Tensor& pos,
+                        const Tensor& blocked) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
   std::shared_ptr<LayerNorm> ln_1, ln_2;
   std::shared_ptr<CausalSelfAttention> attn;
@@ -307,6 +331,8 @@ class GPT2 : public CausalLM {
   std::string model_type() const override { return "gpt2"; }
   nlohmann::json config_json() const override;
   std::string config_string() const override { return config_.ToString(); }
+  KVCache make_cache(int64_t batch, int64_t max_len) const override;
+  Tensor forward_cached(const Tensor& idx, KVCache& cache) const override;
   const GPT2Config& config() const { return config_; }
   std::shared_ptr<Embedding> wte, wpe;
   std::shared_ptr<Dropout> drop;
@@ -406,9 +432,11 @@ struct LlamaConfig {
 class LlamaAttention : public Module {
  public:
   LlamaAttention(const LlamaConfig& config, uint64_t seed = 0);
-  // x [B, T, C]; cos, sin [T, head_dim]; `blocked` bool [T, T]: true where a query must not see
-  // a key.
-  Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& blocked) const;
+  // x [B, T, C]; cos, sin [T, head_dim]; `blocked` bool [T, keys]: true where a query must not
+  // see a key. With a cache (a layer's keys and values [B, kv_heads, L, head_dim]), the new keys
+  // and values are written at position `pos` (0-d i64) and the queries attend to all L.
+  Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& blocked,
+                 Tensor* k_cache = nullptr, Tensor* v_cache = nullptr, const Tensor& pos = Tensor()) const;
   std::vector<std::pair<std::string, ParallelStyle>> parallel_plan() const override {
     return {{"q_proj", ParallelStyle::kColwise},
             {"k_proj", ParallelStyle::kColwise},
@@ -438,7 +466,8 @@ class LlamaMLP : public Module {
 class LlamaDecoderLayer : public Module {
  public:
   LlamaDecoderLayer(const LlamaConfig& config, uint64_t seed = 0);
-  Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& blocked) const;
+  Tensor forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& blocked,
+                 Tensor* k_cache = nullptr, Tensor* v_cache = nullptr, const Tensor& pos = Tensor()) const;
   std::shared_ptr<RMSNorm> input_layernorm, post_attention_layernorm;
   std::shared_ptr<LlamaAttention> self_attn;
   std::shared_ptr<LlamaMLP> mlp;
@@ -469,6 +498,8 @@ class Llama : public CausalLM {
   std::string model_type() const override { return config_.model_type; }
   nlohmann::json config_json() const override;
   std::string config_string() const override { return config_.ToString(); }
+  KVCache make_cache(int64_t batch, int64_t max_len) const override;
+  Tensor forward_cached(const Tensor& idx, KVCache& cache) const override;
   const LlamaConfig& config() const { return config_; }
   // The rotary inverse frequencies [head_dim / 2] (f32, computed as HF's rope init functions
   // compute them, scaling included).
@@ -478,6 +509,10 @@ class Llama : public CausalLM {
   std::shared_ptr<Linear> lm_head;  // null when tied to model.embed_tokens
 
  private:
+  // idx [B, T] at `positions` (i64 [T]); with a cache, keys at cache positions [0, L) and the new
+  // ones written at `pos`.
+  Tensor Run(const Tensor& idx, const Tensor& positions, KVCache* cache, const Tensor& pos) const;
+
   LlamaConfig config_;
   Tensor inv_freq_;
 };

@@ -238,6 +238,10 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // output is summed).
 Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// `operand` with `update` written at the offsets `start` (0-d integer tensors, one per dim; data,
+// not constants: a step that writes at a different offset each call, as a KV cache's decode
+// step, keeps one graph). Offsets are clamped so the update fits (XLA's dynamic_update_slice).
+Tensor dynamic_update_slice(const Tensor& operand, const Tensor& update, const std::vector<Tensor>& start);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 // Broadcast shape of two shapes (NumPy rules); throws naming both shapes.
 Dims broadcast_shapes(const Dims& a, const Dims& b);

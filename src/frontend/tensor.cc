@@ -579,6 +579,24 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t d) {
   return MakePending(B().Build1(OpKind::kConcatenate, vs, ir::ConcatenateAttrs{n}), rg);
 }
 
+Tensor dynamic_update_slice(const Tensor& operand, const Tensor& update, const std::vector<Tensor>& start) {
+  if (update.dim() != operand.dim() || static_cast<int64_t>(start.size()) != operand.dim())
+    Fail("dynamic_update_slice: update {} and {} start offsets must match the operand {}'s rank",
+         update.type_string(), start.size(), operand.type_string());
+  for (int64_t d = 0; d < operand.dim(); ++d)
+    if (update.size(d) > operand.size(d))
+      Fail("dynamic_update_slice: update {} is larger than the operand {} in dim {}", update.type_string(),
+           operand.type_string(), d);
+  std::vector<Value*> vs = {ValueOf(operand), Cast(ValueOf(update), operand.dtype())};
+  for (const Tensor& s : start) {
+    if (s.dim() != 0 || !IsInteger(s.dtype()))
+      Fail("dynamic_update_slice: start offsets must be 0-d integer tensors, got {}", s.type_string());
+    vs.push_back(Cast(ValueOf(s), DType::kI64));
+  }
+  return MakePending(B().Build1(OpKind::kDynamicUpdateSlice, vs, ir::NoAttrs{}),
+                     operand.requires_grad() || update.requires_grad());
+}
+
 Tensor stack(const std::vector<Tensor>& tensors, int64_t d) {
   if (tensors.empty()) Fail("stack: needs at least one tensor");
   const int64_t n = NormDim(d, tensors[0].dim() + 1, "stack");

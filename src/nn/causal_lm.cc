@@ -2,7 +2,9 @@
 // saving Hugging Face model directories.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "axle/nn.h"
@@ -55,6 +57,36 @@ Tensor CausalLM::forward(const Tensor& idx, const Tensor& targets) const {
   const int64_t BT = idx.size(0) * idx.size(1);
   NameScope loss_scope("loss");
   return cross_entropy(logits.reshape({BT, vocab_size()}), targets.reshape({BT}));
+}
+
+Tensor CachedAttention(const Tensor& q, const Tensor& k_new, const Tensor& v_new, Tensor& k_cache,
+                       Tensor& v_cache, const Tensor& pos, const Tensor& blocked) {
+  const Tensor zero = scalar_tensor(0, DType::kI64);
+  k_cache = dynamic_update_slice(k_cache, k_new, {zero, zero, pos, zero});
+  v_cache = dynamic_update_slice(v_cache, v_new, {zero, zero, pos, zero});
+  const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+  Tensor att = q.matmul(k_cache.unsqueeze(2).mT()) * scale;  // [B, KV, rep, T, L]
+  att = softmax(att.masked_fill(blocked, -std::numeric_limits<double>::infinity()), -1);
+  return att.matmul(v_cache.unsqueeze(2));
+}
+
+Tensor CacheMask(int64_t T, int64_t L, const Tensor& pos, int64_t window) {
+  NameScope scope("cache_mask");
+  const Tensor query = (arange(T) + pos).unsqueeze(1), key = arange(L).unsqueeze(0);
+  Tensor blocked = key > query;
+  if (window > 0) blocked = blocked || (key <= query - window);
+  return blocked;
+}
+
+void CheckCache(const std::string& model, const KVCache& cache, int64_t batch, int64_t T, int64_t layers) {
+  if (static_cast<int64_t>(cache.keys.size()) != layers || cache.values.size() != cache.keys.size())
+    Fail("{}: the KV cache has {} layers, the model {}; make it with this model's make_cache", model,
+         cache.keys.size(), layers);
+  if (batch != cache.batch)
+    Fail("{}: idx has batch {} but the KV cache was made for {}", model, batch, cache.batch);
+  if (cache.length + T > cache.max_len)
+    Fail("{}: {} more positions after {} exceed the KV cache's {}; make a longer cache", model, T, cache.length,
+         cache.max_len);
 }
 
 std::string ConfigSource(const std::string& path) {

@@ -193,6 +193,17 @@ Tensor CausalSelfAttention::forward(const Tensor& x) const {
   return (*resid_dropout)((*c_proj)(y));
 }
 
+Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& k_cache, Tensor& v_cache, const Tensor& pos,
+                                           const Tensor& blocked) const {
+  ModuleScope scope(*this);
+  const int64_t B = x.size(0), T = x.size(1), D = n_embd / n_head;
+  std::vector<Tensor> qkv = (*c_attn)(x).split(n_embd, 2);
+  auto heads = [&](const Tensor& t) { return t.reshape({B, T, n_head, D}).transpose(1, 2); };
+  Tensor y = CachedAttention(heads(qkv[0]).unsqueeze(2), heads(qkv[1]), heads(qkv[2]), k_cache, v_cache, pos,
+                             blocked);  // [B, H, 1, T, D]
+  return (*c_proj)(y.squeeze(2).transpose(1, 2).reshape({B, T, n_embd}));
+}
+
 GPT2Block::GPT2Block(const GPT2Config& config, uint64_t seed) : Module("GPT2Block") {
   ln_1 = register_module("ln_1", std::make_shared<LayerNorm>(config.n_embd, config.layer_norm_epsilon));
   attn = register_module("attn",
@@ -204,6 +215,13 @@ GPT2Block::GPT2Block(const GPT2Config& config, uint64_t seed) : Module("GPT2Bloc
 Tensor GPT2Block::forward(const Tensor& x) const {
   ModuleScope scope(*this);
   Tensor h = x + (*attn)((*ln_1)(x));
+  return h + (*mlp)((*ln_2)(h));
+}
+
+Tensor GPT2Block::forward_cached(const Tensor& x, Tensor& k_cache, Tensor& v_cache, const Tensor& pos,
+                                 const Tensor& blocked) const {
+  ModuleScope scope(*this);
+  Tensor h = x + attn->forward_cached((*ln_1)(x), k_cache, v_cache, pos, blocked);
   return h + (*mlp)((*ln_2)(h));
 }
 
@@ -246,6 +264,36 @@ Tensor GPT2::forward(const Tensor& idx) const {
 }
 
 nlohmann::json GPT2::config_json() const { return config_.ToJson(); }
+
+KVCache GPT2::make_cache(int64_t batch, int64_t max_len) const {
+  if (batch < 1 || max_len < 1 || max_len > config_.n_positions)
+    Fail("GPT2: a KV cache needs batch >= 1 and 1 <= max_len <= n_positions {}, not batch {}, max_len {}",
+         config_.n_positions, batch, max_len);
+  KVCache cache;
+  cache.batch = batch;
+  cache.max_len = max_len;
+  for (int64_t l = 0; l < config_.n_layer; ++l) {
+    cache.keys.push_back(zeros({batch, config_.n_head, max_len, config_.head_dim()}));
+    cache.values.push_back(zeros({batch, config_.n_head, max_len, config_.head_dim()}));
+  }
+  return cache;
+}
+
+Tensor GPT2::forward_cached(const Tensor& idx, KVCache& cache) const {
+  ModuleScope scope(*this);
+  if (idx.dim() != 2 || !IsInteger(idx.dtype()))
+    Fail("GPT2: idx must be an integer tensor [B, T], got {}", idx.type_string());
+  const int64_t T = idx.size(1);
+  CheckCache("GPT2", cache, idx.size(0), T, config_.n_layer);
+  const Tensor pos = from_vector<int64_t>({cache.length}, {}, DType::kI64);
+  const Tensor blocked = CacheMask(T, cache.max_len, pos);
+  Tensor x = (*drop)((*wte)(idx) + (*wpe)(arange(T) + pos));
+  for (size_t l = 0; l < blocks.size(); ++l) x = blocks[l]->forward_cached(x, cache.keys[l], cache.values[l], pos, blocked);
+  x = (*ln_f)(x);
+  cache.length += T;
+  NameScope head("lm_head");
+  return x.matmul(wte->weight.t());
+}
 
 // ---- Loading ----------------------------------------------------------------------------------
 

@@ -328,7 +328,8 @@ LlamaAttention::LlamaAttention(const LlamaConfig& c, uint64_t seed)
   o_proj = linear("o_proj", num_heads * head_dim, c.hidden_size, c.o_proj_bias);
 }
 
-Tensor LlamaAttention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& blocked) const {
+Tensor LlamaAttention::forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& blocked,
+                               Tensor* k_cache, Tensor* v_cache, const Tensor& pos) const {
   ModuleScope scope(*this);
   if (x.dim() != 3 || x.size(2) != q_proj->in_features) {
     Fail("{} (LlamaAttention): input x must be [B, T, {}], got shape {}", scope_name(), q_proj->in_features,
@@ -342,6 +343,10 @@ Tensor LlamaAttention::forward(const Tensor& x, const Tensor& cos, const Tensor&
   // Grouped-query attention: query head h reads key/value head h / rep (HF's repeat_kv), here as
   // a broadcast over a [B, KV, rep, ...] view of the queries instead of a copy of k and v.
   q = q.reshape({B, KV, rep, T, D});
+  if (k_cache) {
+    Tensor y = CachedAttention(q, k, v, *k_cache, *v_cache, pos, blocked);
+    return (*o_proj)(y.reshape({B, H, T, D}).transpose(1, 2).reshape({B, T, H * D}));
+  }
   k = k.unsqueeze(2);
   v = v.unsqueeze(2);
   Tensor att = q.matmul(k.mT()) * (1.0 / std::sqrt(static_cast<double>(D)));  // [B, KV, rep, T, T]
@@ -374,10 +379,10 @@ LlamaDecoderLayer::LlamaDecoderLayer(const LlamaConfig& c, uint64_t seed) : Modu
       register_module("post_attention_layernorm", std::make_shared<RMSNorm>(c.hidden_size, c.rms_norm_eps));
 }
 
-Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& cos, const Tensor& sin,
-                                  const Tensor& blocked) const {
+Tensor LlamaDecoderLayer::forward(const Tensor& x, const Tensor& cos, const Tensor& sin, const Tensor& blocked,
+                                  Tensor* k_cache, Tensor* v_cache, const Tensor& pos) const {
   ModuleScope scope(*this);
-  Tensor h = x + self_attn->forward((*input_layernorm)(x), cos, sin, blocked);
+  Tensor h = x + self_attn->forward((*input_layernorm)(x), cos, sin, blocked, k_cache, v_cache, pos);
   return h + (*mlp)((*post_attention_layernorm)(h));
 }
 
@@ -421,16 +426,52 @@ Tensor Llama::forward(const Tensor& idx) const {
   if (T > config_.max_position_embeddings)
     Fail("{}: sequence length {} (idx {}) exceeds max_position_embeddings {}; use shorter sequences", type_name(),
          T, idx.type_string(), config_.max_position_embeddings);
+  return Run(idx, arange(T), nullptr, Tensor());
+}
+
+KVCache Llama::make_cache(int64_t batch, int64_t max_len) const {
+  if (batch < 1 || max_len < 1 || max_len > config_.max_position_embeddings)
+    Fail("{}: a KV cache needs batch >= 1 and 1 <= max_len <= max_position_embeddings {}, not batch {}, max_len {}",
+         type_name(), config_.max_position_embeddings, batch, max_len);
+  KVCache cache;
+  cache.batch = batch;
+  cache.max_len = max_len;
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    cache.keys.push_back(zeros({batch, config_.num_key_value_heads, max_len, config_.head_dim}));
+    cache.values.push_back(zeros({batch, config_.num_key_value_heads, max_len, config_.head_dim}));
+  }
+  return cache;
+}
+
+Tensor Llama::forward_cached(const Tensor& idx, KVCache& cache) const {
+  ModuleScope scope(*this);
+  if (idx.dim() != 2 || !IsInteger(idx.dtype()))
+    Fail("{}: idx must be an integer tensor [B, T], got {}", type_name(), idx.type_string());
+  const int64_t T = idx.size(1);
+  CheckCache(type_name(), cache, idx.size(0), T, config_.num_hidden_layers);
+  const Tensor pos = from_vector<int64_t>({cache.length}, {}, DType::kI64);
+  Tensor logits = Run(idx, arange(T) + pos, &cache, pos);
+  cache.length += T;
+  return logits;
+}
+
+Tensor Llama::Run(const Tensor& idx, const Tensor& positions, KVCache* cache, const Tensor& pos) const {
+  const int64_t T = idx.size(1);
   // Rotary angles as HF's LlamaRotaryEmbedding computes them: float32 positions times inv_freq,
   // concatenated with themselves ([T, head_dim]).
   Tensor cos, sin, blocked;
   {
     NameScope rotary("rotary_emb");
-    Tensor freqs = arange(T).to(DType::kF32).unsqueeze(1) * inv_freq_.unsqueeze(0);
+    Tensor freqs = positions.to(DType::kF32).unsqueeze(1) * inv_freq_.unsqueeze(0);
     Tensor emb = cat({freqs, freqs}, -1);
     cos = emb.cos();
     sin = emb.sin();
+  }
+  if (cache) {
+    blocked = CacheMask(T, cache->max_len, pos, config_.sliding_window);
+  } else {
     // A query never sees a later key, nor (Mistral) one `sliding_window` or more positions back.
+    NameScope mask("mask");
     Tensor query = arange(T).unsqueeze(1), key = arange(T).unsqueeze(0);
     blocked = key > query;
     if (config_.sliding_window > 0 && T > config_.sliding_window)
@@ -439,7 +480,10 @@ Tensor Llama::forward(const Tensor& idx) const {
   Tensor x = (*model->embed_tokens)(idx);
   {
     ModuleScope inner(*model);
-    for (const auto& layer : model->decoder_layers) x = layer->forward(x, cos, sin, blocked);
+    for (size_t l = 0; l < model->decoder_layers.size(); ++l) {
+      x = cache ? model->decoder_layers[l]->forward(x, cos, sin, blocked, &cache->keys[l], &cache->values[l], pos)
+                : model->decoder_layers[l]->forward(x, cos, sin, blocked);
+    }
     x = (*model->norm)(x);
   }
   if (lm_head) return (*lm_head)(x);

@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   AddCacheCommand(app, commands);
   AddExportCommand(app, commands);
   AddLaunchCommand(app, commands);
+  AddGenerateCommand(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -33,6 +33,7 @@
 #include "runtime/world.h"
 #include "train/corpus.h"
 #include "train/data.h"
+#include "train/generate.h"
 #include "train/parallel.h"
 #include "train/train_state.h"
 
@@ -108,55 +109,6 @@ std::string Render(const std::vector<int32_t>& tokens, int64_t vocab) {
     s += (c == '\n' || (t >= 32 && t < 127)) ? c : '?';
   }
   return s;
-}
-
-// Samples `n` continuations of `prompt` with temperature 0.8 and top-k 40. The forward always
-// runs on a fixed [n, T] window (zero-padded on the right; the causal mask keeps padding out of
-// the positions read), so every token reuses one compiled graph.
-std::vector<std::string> Generate(nn::CausalLM& model, const std::vector<int32_t>& prompt, int64_t n,
-                                  int64_t new_tokens, int64_t window, uint64_t seed) {
-  NoGradGuard no_grad;
-  model.eval();
-  const int64_t vocab = model.vocab_size();
-  std::vector<std::vector<int32_t>> seqs(static_cast<size_t>(n), prompt);
-  std::mt19937_64 rng(seed);
-  for (int64_t k = 0; k < new_tokens; ++k) {
-    std::vector<int32_t> idx(static_cast<size_t>(n * window), 0);
-    std::vector<int64_t> pos(static_cast<size_t>(n));
-    for (int64_t s = 0; s < n; ++s) {
-      const auto& q = seqs[static_cast<size_t>(s)];
-      const int64_t len = std::min<int64_t>(window, static_cast<int64_t>(q.size()));
-      std::copy(q.end() - len, q.end(), idx.begin() + s * window);
-      pos[static_cast<size_t>(s)] = len - 1;
-    }
-    Tensor logits = model.forward(from_vector<int32_t>(idx, {n, window}, DType::kI32));
-    sync();
-    const std::vector<float> all = logits.to_vector<float>();
-    for (int64_t s = 0; s < n; ++s) {
-      const float* row = all.data() + (s * window + pos[static_cast<size_t>(s)]) * vocab;
-      std::vector<std::pair<float, int32_t>> top;
-      for (int32_t v = 0; v < vocab; ++v) top.emplace_back(row[v] / 0.8f, v);
-      const size_t kk = std::min<size_t>(40, top.size());
-      std::partial_sort(top.begin(), top.begin() + kk, top.end(), std::greater<>());
-      double z = 0;
-      for (size_t i = 0; i < kk; ++i) z += std::exp(top[i].first - top[0].first);
-      // A uniform double in [0, 1) from 53 random bits (portable, unlike std distributions).
-      double u = static_cast<double>(rng() >> 11) * 0x1.0p-53 * z;
-      int32_t pick = top[kk - 1].second;
-      for (size_t i = 0; i < kk; ++i) {
-        u -= std::exp(top[i].first - top[0].first);
-        if (u < 0) {
-          pick = top[i].second;
-          break;
-        }
-      }
-      seqs[static_cast<size_t>(s)].push_back(pick);
-    }
-  }
-  model.train();
-  std::vector<std::string> out;
-  for (const auto& q : seqs) out.push_back(Render(q, vocab));
-  return out;
 }
 
 void PrintProgress(int64_t done, int64_t total, double loss, double tok_s) {
@@ -611,8 +563,18 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
     // Prompt: the first line start of the data (a few tokens).
     std::vector<int32_t> prompt(data.tokens.begin(),
                                 data.tokens.begin() + std::min<size_t>(4, data.tokens.size()));
-    result.samples = Generate(*model, prompt, o.samples, o.sample_tokens,
-                              std::min(o.seq, model->max_positions()), o.seed);
+    // Temperature 0.8 and top-k 40, the n samples as one batch with a KV cache (generate.h).
+    GenerateOptions g;
+    g.max_new_tokens = o.sample_tokens;
+    g.sampling = {.temperature = 0.8, .top_k = 40, .top_p = 1};
+    g.seed = o.seed;
+    const GenerateResult generated =
+        GenerateTokens(*model, std::vector<std::vector<int32_t>>(static_cast<size_t>(o.samples), prompt), g);
+    for (const auto& tokens : generated.tokens) {
+      std::vector<int32_t> text = prompt;
+      text.insert(text.end(), tokens.begin(), tokens.end());
+      result.samples.push_back(Render(text, model->vocab_size()));
+    }
     out << "samples:\n";
     for (size_t i = 0; i < result.samples.size(); ++i)
       out << fmt::format("--- sample {} ---\n{}\n", i, result.samples[i]);

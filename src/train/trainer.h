@@ -34,7 +34,7 @@ struct TrainOptions {
   std::string log_json;             // one JSON object per step
   int64_t log_every = 10;           // a text line every N steps (and the first and last)
   int64_t samples = 3;              // generated samples printed at the end (0 = none)
-  int64_t sample_tokens = 160;
+  int64_t sample_tokens = 160;     // new tokens per sample (fewer when the context fills up)
   std::string save;                 // write the trained weights to this .safetensors file
   std::string backend;  // compiled | cpu | interpreter; empty: the default (AXLE_BACKEND, compiled)
   bool progress = true;             // a progress bar when stderr is a terminal
