@@ -5,8 +5,9 @@
 #   scripts/setup.sh --with-torch  also Debian's python3-torch (the PyTorch conformance check and
 #                                  bench/; /usr/bin/python3 sees it; its torchrun) and Open MPI's
 #                                  mpirun (scripts/launchers_check.sh) and, from PyPI, transformers
-#                                  for /usr/bin/python3 (scripts/export_check.sh); a failure to
-#                                  install transformers is only reported
+#                                  for /usr/bin/python3 (scripts/export_check.sh) and sentencepiece
+#                                  (scripts/tokenizer_check.sh); a failure to install them is only
+#                                  reported
 # It also installs Intel MKL from PyPI when pip can (`pip install --no-deps mkl`: a ~230 MB
 # download, 685 MB installed): the BLAS dot_general prefers (Note [Which BLAS],
 # src/backends/cpu/blas.cc; CMake finds it in the Python prefix).
@@ -19,6 +20,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libxxhash-dev libcli11-dev
   libopenblas-dev                                # BLAS for dot_general on the CPU
   libgloo-dev                                    # collectives between processes (src/dist)
+  libpcre2-dev libutf8proc-dev libsentencepiece-dev  # tokenizers (src/text): regexes, NFC, tokenizer.model
   libdnnl2                                       # oneDNN's sgemm for its small products (optional, dlopen'ed)
   libtcmalloc-minimal4                           # the axle tool's allocator (optional)
   python3-numpy                                  # golden-value scripts and the example check
@@ -63,4 +65,11 @@ if [ "$with_torch" = 1 ] &&
   echo "setup: installing $spec for /usr/bin/python3 (python3 -m pip install)"
   /usr/bin/python3 -m pip install --quiet --break-system-packages "$spec" ||
     echo "setup: transformers could not be installed; scripts/export_check.sh will be skipped"
+fi
+# sentencepiece for /usr/bin/python3: the reference of scripts/tokenizer_check.sh (with the
+# `tokenizers` that transformers brings).
+if [ "$with_torch" = 1 ] && ! /usr/bin/python3 -c "import sentencepiece" 2>/dev/null; then
+  echo "setup: installing sentencepiece for /usr/bin/python3 (python3 -m pip install)"
+  /usr/bin/python3 -m pip install --quiet --break-system-packages sentencepiece ||
+    echo "setup: sentencepiece could not be installed; scripts/tokenizer_check.sh will be skipped"
 fi

@@ -542,8 +542,8 @@ std::shared_ptr<CausalLM> MakeCausalLM(const nlohmann::json& config, std::string
 std::shared_ptr<CausalLM> LoadCausalLM(const std::string& path, const LoadOptions& options = {});
 
 // Writes `model` as a Hugging Face model directory's weights: `path` (a .safetensors file,
-// Hugging Face's names, the config in its __metadata__) and config.json beside it. Returns the
-// config.json path.
+// Hugging Face's names, the config in its __metadata__) and config.json beside it, making the
+// directory when it does not exist. Returns the config.json path.
 std::string SaveCausalLM(const CausalLM& model, const std::string& path);
 
 // ---- Serialization (safetensors) --------------------------------------------------------------

@@ -170,6 +170,12 @@ std::shared_ptr<CausalLM> LoadCausalLM(const std::string& path, const LoadOption
 }
 
 std::string SaveCausalLM(const CausalLM& model, const std::string& path) {
+  // As save_pretrained: the directory is made when it does not exist.
+  if (const std::filesystem::path dir = std::filesystem::path(path).parent_path(); !dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) Fail("cannot create the directory '{}' for {}: {}", dir.string(), path, ec.message());
+  }
   checkpoint::TensorMap tensors;
   for (const auto& [name, t] : model.state_dict()) tensors.emplace_back(name, t.to_literal());
   const nlohmann::json config = model.config_json();

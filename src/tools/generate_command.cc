@@ -4,12 +4,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
 #include "axle/metrics.h"
 #include "axle/nn.h"
 #include "core/error.h"
+#include "text/tokenizer.h"
 #include "tools/commands.h"
 #include "train/generate.h"
 
@@ -20,6 +22,7 @@ struct GenerateFlags {
   std::string init;
   std::string prompt;
   std::string prompt_ids;
+  std::string tokenizer;
   train::GenerateOptions generate;
   bool print_ids = false;
   std::string backend;
@@ -52,14 +55,26 @@ void Run(const GenerateFlags& f) {
   nn::LoadOptions load;
   load.convert_dtype = true;
   std::shared_ptr<nn::CausalLM> model = nn::LoadCausalLM(f.init, load);
+  // The directory's tokenizer turns text into ids and back; a byte-level model (vocab <= 256)
+  // without one reads bytes.
+  std::unique_ptr<text::Tokenizer> tok;
+  if (!f.tokenizer.empty()) {
+    tok = text::LoadTokenizer(f.tokenizer);
+  } else if (std::filesystem::is_directory(f.init) && text::FindTokenizerFile(f.init)) {
+    tok = text::LoadTokenizer(f.init);
+  }
+  const bool bytes = !tok && model->vocab_size() <= 256;
   std::vector<int32_t> prompt;
-  const bool bytes = model->vocab_size() <= 256;
   if (!f.prompt.empty()) {
-    if (!bytes)
-      Fail("--prompt: {} has a vocabulary of {} tokens and Axle reads no tokenizer files yet; pass the prompt's token "
-           "ids with --prompt-ids (and read the output with --print-ids)",
+    if (tok) {
+      prompt = tok->Encode(f.prompt);
+    } else if (bytes) {
+      for (unsigned char c : f.prompt) prompt.push_back(c);
+    } else {
+      Fail("--prompt: {} has a vocabulary of {} tokens and no tokenizer.json or tokenizer.model; pass --tokenizer "
+           "FILE, or the prompt's token ids with --prompt-ids (and read the output with --print-ids)",
            f.init, model->vocab_size());
-    for (unsigned char c : f.prompt) prompt.push_back(c);
+    }
   } else {
     prompt = ParseIds(f.prompt_ids);
   }
@@ -67,8 +82,12 @@ void Run(const GenerateFlags& f) {
   g.eos = train::EosTokens(*model);
   const train::GenerateResult r = train::GenerateTokens(*model, {prompt}, g);
   const std::vector<int32_t>& out = r.tokens[0];
-  if (f.print_ids || !bytes) {
+  if (f.print_ids || (!bytes && !tok)) {
     std::cout << fmt::format("{}\n", fmt::join(out, ","));
+  } else if (tok) {
+    std::vector<int32_t> all = prompt;
+    all.insert(all.end(), out.begin(), out.end());
+    std::cout << tok->Decode(all) << "\n";
   } else {
     std::string text(f.prompt);
     for (int32_t t : out) text += static_cast<char>(t);
@@ -90,7 +109,8 @@ void AddGenerateCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandR
       "generate", "Generate from a Hugging Face model directory (GPT-2, Llama, Mistral, Qwen2) with a KV cache");
   sub->option_defaults()->always_capture_default();
   sub->add_option("--init", f->init, "The model: a Hugging Face directory or .safetensors file")->required();
-  sub->add_option("--prompt", f->prompt, "The prompt as text (byte-level models)");
+  sub->add_option("--prompt", f->prompt, "The prompt as text (the directory's tokenizer, or bytes)");
+  sub->add_option("--tokenizer", f->tokenizer, "tokenizer.json or tokenizer.model (default: the --init directory's)");
   sub->add_option("--prompt-ids", f->prompt_ids, "The prompt as token ids, comma-separated: 1,2,3");
   sub->add_option("--max-new-tokens", f->generate.max_new_tokens, "Tokens to generate at most")->check(kPositive);
   sub->add_option("--temperature", f->generate.sampling.temperature, "Sampling temperature; 0 = greedy")

@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   AddExportCommand(app, commands);
   AddLaunchCommand(app, commands);
   AddGenerateCommand(app, commands);
+  AddTokenizeCommand(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

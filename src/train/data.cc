@@ -52,7 +52,8 @@ void PutI32(std::vector<uint8_t>& out, int32_t v) {
 
 constexpr std::string_view kShardHelp =
     "an llm.c token shard is 256 little-endian int32 (magic 20240520, version 1, token count, "
-    "then zeros) followed by the uint16 tokens; write one with llm.c's dev/data scripts or "
+    "then zeros) followed by the uint16 tokens, or with magic 20240801 and version 7 by uint32 "
+    "tokens; write one with `axle tokenize`, llm.c's dev/data scripts or "
     "axle::train::WriteTokenShard";
 
 TokenData LoadShard(const std::string& path) {
@@ -62,20 +63,21 @@ TokenData LoadShard(const std::string& path) {
     Fail("{}: {} bytes is too short for an llm.c token shard's {}-byte header ({})", path, size,
          kShardHeaderBytes, kShardHelp);
   const int32_t magic = ReadI32(bytes.data());
-  if (magic != kShardMagic)
-    Fail("{}: bad magic number {} in the header; llm.c token shards start with {} ({}). A text "
+  if (magic != kShardMagic && magic != kShardMagicU32)
+    Fail("{}: bad magic number {} in the header; llm.c token shards start with {} or {} ({}). A text "
          "file must not end in .bin: rename it to train on its bytes",
-         path, magic, kShardMagic, kShardHelp);
+         path, magic, kShardMagic, kShardMagicU32, kShardHelp);
+  const bool u32 = magic == kShardMagicU32;
   const int32_t version = ReadI32(bytes.data() + 4);
-  if (version != kShardVersion)
-    Fail("{}: unsupported shard version {}; only version {} (uint16 GPT-2 tokens) is supported "
-         "(version 2, uint32 Llama-3 tokens, is not)",
-         path, version, kShardVersion);
+  if (version != (u32 ? kShardVersionU32 : kShardVersion))
+    Fail("{}: unsupported shard version {} for magic {}; llm.c writes version {} there ({})", path, version, magic,
+         u32 ? kShardVersionU32 : kShardVersion, kShardHelp);
+  const int64_t width = u32 ? 4 : 2;
   const int64_t count = ReadI32(bytes.data() + 8);
   if (count < 0)
     Fail("{}: negative token count {} in the header; the file is corrupt ({})", path, count,
          kShardHelp);
-  const int64_t expected = kShardHeaderBytes + 2 * count;
+  const int64_t expected = kShardHeaderBytes + width * count;
   if (size < expected)
     Fail("{}: truncated: the header says {} tokens ({} bytes in all) but the file has {} bytes; "
          "re-create or re-download the shard",
@@ -87,11 +89,15 @@ TokenData LoadShard(const std::string& path) {
   if (count == 0) Fail("{}: the shard holds no tokens; train on a non-empty shard", path);
   TokenData data;
   data.source = path;
-  data.vocab_hint = 65536;
+  data.vocab_hint = u32 ? int64_t{1} << 31 : 65536;
   data.tokens.resize(static_cast<size_t>(count));
   const uint8_t* p = bytes.data() + kShardHeaderBytes;
-  for (int64_t i = 0; i < count; ++i)
-    data.tokens[i] = static_cast<int32_t>(p[2 * i] | p[2 * i + 1] << 8);
+  for (int64_t i = 0; i < count; ++i) {
+    data.tokens[i] = u32 ? ReadI32(p + 4 * i) : static_cast<int32_t>(p[2 * i] | p[2 * i + 1] << 8);
+    if (data.tokens[i] < 0)
+      Fail("{}: token {} at position {} is over 2^31 - 1; the file is corrupt ({})", path,
+           static_cast<uint32_t>(data.tokens[i]), i, kShardHelp);
+  }
   return data;
 }
 
@@ -128,20 +134,26 @@ void CheckVocab(std::span<const int32_t> tokens, int64_t vocab_size, const std::
   }
 }
 
-void WriteTokenShard(const std::string& path, std::span<const int32_t> tokens) {
+void WriteTokenShard(const std::string& path, std::span<const int32_t> tokens, bool uint32) {
   if (tokens.size() > static_cast<size_t>(INT32_MAX))
     Fail("{}: {} tokens do not fit an llm.c shard (the count is an int32); split them", path,
          tokens.size());
   std::vector<uint8_t> out;
-  out.reserve(kShardHeaderBytes + 2 * tokens.size());
-  PutI32(out, kShardMagic);
-  PutI32(out, kShardVersion);
+  out.reserve(kShardHeaderBytes + (uint32 ? 4 : 2) * tokens.size());
+  PutI32(out, uint32 ? kShardMagicU32 : kShardMagic);
+  PutI32(out, uint32 ? kShardVersionU32 : kShardVersion);
   PutI32(out, static_cast<int32_t>(tokens.size()));
   for (int i = 3; i < kShardHeaderInts; ++i) PutI32(out, 0);
   for (size_t i = 0; i < tokens.size(); ++i) {
     const int32_t t = tokens[i];
-    if (t < 0 || t > 65535)
-      Fail("{}: token {} at position {} does not fit a version-1 shard's uint16", path, t, i);
+    if (t < 0) Fail("{}: token {} at position {} is negative", path, t, i);
+    if (uint32) {
+      PutI32(out, t);
+      continue;
+    }
+    if (t > 65535)
+      Fail("{}: token {} at position {} does not fit a GPT-2 shard's uint16; write a uint32 (Llama 3) shard", path,
+           t, i);
     out.push_back(static_cast<uint8_t>(t & 0xff));
     out.push_back(static_cast<uint8_t>(t >> 8));
   }

@@ -2,9 +2,10 @@
 // order `axle train` feeds them to the model in.
 //
 // The shard format is llm.c's (karpathy/llm.c, dev/data/data_common.py write_datafile and
-// llmc/dataloader.h): a header of 256 little-endian int32 values, header[0] = 20240520 (the
-// magic), header[1] = 1 (the version, uint16 GPT-2 tokens), header[2] = the token count; then
-// `count` little-endian uint16 token ids and nothing else. Using that format means shards
+// llmc/dataloader.h): a header of 256 little-endian int32 values, header[0] = the magic,
+// header[1] = the version, header[2] = the token count; then `count` little-endian token ids and
+// nothing else. Two kinds: GPT-2's (magic 20240520, version 1, uint16 ids) and Llama 3's (magic
+// 20240801, version 7, uint32 ids, for vocabularies over 65536). Using that format means shards
 // prepared for llm.c (e.g. TinyShakespeare, FineWeb) train here unchanged.
 //
 // Any other file is text: its bytes are the tokens (vocab 256). That is what `axle train` uses for
@@ -21,17 +22,20 @@
 
 namespace axle::train {
 
-// llm.c's shard header constants.
+// llm.c's shard header constants: GPT-2's uint16 shards and Llama 3's uint32 ones.
 inline constexpr int32_t kShardMagic = 20240520;
 inline constexpr int32_t kShardVersion = 1;
+inline constexpr int32_t kShardMagicU32 = 20240801;
+inline constexpr int32_t kShardVersionU32 = 7;
 inline constexpr int kShardHeaderInts = 256;
 inline constexpr int64_t kShardHeaderBytes = kShardHeaderInts * 4;
 
 // A token stream and where it came from.
 struct TokenData {
   std::vector<int32_t> tokens;
-  // The vocabulary size the source implies: 256 for text (bytes), 65536 for a shard (the largest
-  // uint16 + 1; the real vocabulary, e.g. GPT-2's 50257, is the model's, checked by CheckVocab).
+  // The vocabulary size the source implies: 256 for text (bytes), 65536 for a uint16 shard (the
+  // largest uint16 + 1; the real vocabulary, e.g. GPT-2's 50257, is the model's, checked by
+  // CheckVocab), 2^31 for a uint32 one.
   int64_t vocab_hint = 0;
   // The path it was read from, for error messages.
   std::string source;
@@ -48,9 +52,10 @@ TokenData LoadTokens(const std::string& path);
 // token's position and value and the vocab size.
 void CheckVocab(std::span<const int32_t> tokens, int64_t vocab_size, const std::string& source);
 
-// Writes `tokens` to `path` as an llm.c shard (see the top of this file). Throws axle::Error for
-// a token outside [0, 65535] and when the file cannot be written.
-void WriteTokenShard(const std::string& path, std::span<const int32_t> tokens);
+// Writes `tokens` to `path` as an llm.c shard (see the top of this file): uint16 (GPT-2's header)
+// unless `uint32` (Llama 3's). Throws axle::Error for a negative token, one over 65535 in a
+// uint16 shard, and when the file cannot be written.
+void WriteTokenShard(const std::string& path, std::span<const int32_t> tokens, bool uint32 = false);
 
 // One training batch, row-major [batch, seq]: targets[i] is the token after inputs[i].
 struct Batch {

@@ -31,6 +31,7 @@
 #include "core/flags.h"
 #include "frontend/sharded_step.h"
 #include "runtime/world.h"
+#include "text/tokenizer.h"
 #include "train/corpus.h"
 #include "train/data.h"
 #include "train/generate.h"
@@ -558,6 +559,20 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
     const std::string config_json = nn::SaveCausalLM(*model, o.save);
     out << fmt::format("saved the weights to {} (the model's config in its metadata and in {})\n", o.save,
                        config_json);
+    // A model directory is whole with its tokenizer: copy the --init directory's tokenizer files
+    // (and its generation defaults) beside the weights, so the result loads in transformers as is.
+    namespace fs = std::filesystem;
+    const fs::path to = fs::path(o.save).parent_path().empty() ? fs::path(".") : fs::path(o.save).parent_path();
+    if (!o.init.empty() && fs::is_directory(o.init) && !fs::equivalent(o.init, to)) {
+      std::vector<std::string> copied;
+      for (const char* name : {"tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json",
+                               "generation_config.json"}) {
+        if (!fs::exists(fs::path(o.init) / name)) continue;
+        fs::copy_file(fs::path(o.init) / name, to / name, fs::copy_options::overwrite_existing);
+        copied.push_back(name);
+      }
+      if (!copied.empty()) out << fmt::format("copied {} from {} to {}\n", fmt::join(copied, ", "), o.init, to.string());
+    }
   }
   if (o.samples > 0) {
     // Prompt: the first line start of the data (a few tokens).
@@ -570,10 +585,14 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
     g.seed = o.seed;
     const GenerateResult generated =
         GenerateTokens(*model, std::vector<std::vector<int32_t>>(static_cast<size_t>(o.samples), prompt), g);
+    // Text through the --init directory's tokenizer when it has one, else bytes or ids (Render).
+    std::unique_ptr<text::Tokenizer> tok;
+    if (!o.init.empty() && std::filesystem::is_directory(o.init) && text::FindTokenizerFile(o.init))
+      tok = text::LoadTokenizer(o.init);
     for (const auto& tokens : generated.tokens) {
       std::vector<int32_t> text = prompt;
       text.insert(text.end(), tokens.begin(), tokens.end());
-      result.samples.push_back(Render(text, model->vocab_size()));
+      result.samples.push_back(tok ? tok->Decode(text) : Render(text, model->vocab_size()));
     }
     out << "samples:\n";
     for (size_t i = 0; i < result.samples.size(); ++i)

@@ -58,6 +58,14 @@ class DataTest : public ::testing::Test {
     }
     return "";
   }
+  static std::string ErrorOfWrite(const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
 
   fs::path dir_;
 };
@@ -139,8 +147,20 @@ TEST_F(DataTest, ShardBadVersion) {
   std::vector<uint8_t> bytes = ReadBytes(path);
   PutI32(bytes, 4, 2);
   WriteBytes(path, bytes);
-  EXPECT_THAT(LoadError(path), HasSubstr("unsupported shard version 2"));
+  EXPECT_THAT(LoadError(path), HasSubstr("unsupported shard version 2 for magic 20240520"));
   EXPECT_THAT(LoadError(path), HasSubstr(path));
+}
+
+// Llama 3's shards (llm.c: magic 20240801, version 7, uint32 ids) read back, large ids included.
+TEST_F(DataTest, Uint32ShardsRoundTrip) {
+  const std::string path = Path("llama3.bin");
+  const std::vector<int32_t> tokens = {0, 1, 65535, 65536, 128000, 128255};
+  WriteTokenShard(path, tokens, /*uint32=*/true);
+  const std::vector<uint8_t> bytes = ReadBytes(path);
+  EXPECT_EQ(bytes.size(), 1024u + 4 * tokens.size());
+  const TokenData d = LoadTokens(path);
+  EXPECT_EQ(d.tokens, tokens);
+  EXPECT_THAT(ErrorOfWrite([&] { WriteTokenShard(Path("small.bin"), tokens); }), HasSubstr("write a uint32"));
 }
 
 TEST_F(DataTest, ShardTruncated) {
