@@ -235,6 +235,16 @@ class CausalLM : public Module {
   // (not a constant), so every decode step of a given T runs one compiled graph: a prompt
   // compiles once (its T) and then each new token reuses the T = 1 graph.
   virtual Tensor forward_cached(const Tensor& idx, KVCache& cache) const = 0;
+
+  // Logits of packed rows, several documents to a row of idx [B, T]: `positions` [B, T] is each
+  // token's position within its document, `segments` [B, T] its document's number. A token
+  // attends only to earlier tokens of its own segment, at positions that restart with each
+  // document: every document computes as it would in a row of its own (instruction data packed
+  // with --pack).
+  virtual Tensor forward_packed(const Tensor& idx, const Tensor& positions, const Tensor& segments) const = 0;
+  // The mean cross-entropy of forward_packed against targets [B, T] (-100 left out).
+  Tensor loss_packed(const Tensor& idx, const Tensor& targets, const Tensor& positions,
+                     const Tensor& segments) const;
 };
 
 // ---- GPT-2 ------------------------------------------------------------------------------------
@@ -285,6 +295,9 @@ class CausalSelfAttention : public Module {
   CausalSelfAttention(const GPT2Config& config, uint64_t seed = 0);
   Tensor forward(const Tensor& x) const;  // x [B, T, C]
   Tensor operator()(const Tensor& x) const { return forward(x); }
+  // x [B, T, C] with an explicit mask: `blocked` broadcastable to [B, n_head, T, T], true where a
+  // query must not see a key (CausalLM::forward_packed).
+  Tensor forward(const Tensor& x, const Tensor& blocked) const;
   // x [B, T, C] at position `pos` (0-d i64) of a layer's cache [B, n_head, L, head_dim], `blocked`
   // [T, L] (CausalLM::forward_cached).
   Tensor forward_cached(const Tensor& x, Tensor& k_cache, Tensor& v_cache, const Tensor& pos,
@@ -302,6 +315,7 @@ class GPT2Block : public Module {
  public:
   GPT2Block(const GPT2Config& config, uint64_t seed = 0);
   Tensor forward(const Tensor& x) const;
+  Tensor forward(const Tensor& x, const Tensor& blocked) const;
   Tensor forward_cached(const Tensor& x, Tensor& k_cache, Tensor& v_cache, const Tensor& pos,
                         const Tensor& blocked) const;
   Tensor operator()(const Tensor& x) const { return forward(x); }
@@ -333,6 +347,7 @@ class GPT2 : public CausalLM {
   std::string config_string() const override { return config_.ToString(); }
   KVCache make_cache(int64_t batch, int64_t max_len) const override;
   Tensor forward_cached(const Tensor& idx, KVCache& cache) const override;
+  Tensor forward_packed(const Tensor& idx, const Tensor& positions, const Tensor& segments) const override;
   const GPT2Config& config() const { return config_; }
   std::shared_ptr<Embedding> wte, wpe;
   std::shared_ptr<Dropout> drop;
@@ -500,6 +515,7 @@ class Llama : public CausalLM {
   std::string config_string() const override { return config_.ToString(); }
   KVCache make_cache(int64_t batch, int64_t max_len) const override;
   Tensor forward_cached(const Tensor& idx, KVCache& cache) const override;
+  Tensor forward_packed(const Tensor& idx, const Tensor& positions, const Tensor& segments) const override;
   const LlamaConfig& config() const { return config_; }
   // The rotary inverse frequencies [head_dim / 2] (f32, computed as HF's rope init functions
   // compute them, scaling included).
@@ -509,9 +525,11 @@ class Llama : public CausalLM {
   std::shared_ptr<Linear> lm_head;  // null when tied to model.embed_tokens
 
  private:
-  // idx [B, T] at `positions` (i64 [T]); with a cache, keys at cache positions [0, L) and the new
-  // ones written at `pos`.
-  Tensor Run(const Tensor& idx, const Tensor& positions, KVCache* cache, const Tensor& pos) const;
+  // idx [B, T] at `positions` ([T], or [B, T] for packed rows), `blocked` broadcastable to
+  // [B, kv, rep, T, keys]; with a cache, keys at cache positions [0, L) and the new ones written
+  // at `pos`.
+  Tensor Run(const Tensor& idx, const Tensor& positions, const Tensor& blocked, KVCache* cache,
+             const Tensor& pos) const;
 
   LlamaConfig config_;
   Tensor inv_freq_;

@@ -89,6 +89,17 @@ void CheckCache(const std::string& model, const KVCache& cache, int64_t batch, i
          cache.max_len);
 }
 
+Tensor CausalLM::loss_packed(const Tensor& idx, const Tensor& targets, const Tensor& positions,
+                             const Tensor& segments) const {
+  if (targets.sizes() != idx.sizes() || !IsInteger(targets.dtype()))
+    Fail("{}: targets {} must be integers of idx's shape {}", type_name(), targets.type_string(), idx.type_string());
+  ModuleScope scope(*this);
+  Tensor logits = forward_packed(idx, positions, segments);
+  const int64_t BT = idx.size(0) * idx.size(1);
+  NameScope loss_scope("loss");
+  return cross_entropy(logits.reshape({BT, vocab_size()}), targets.reshape({BT}));
+}
+
 std::string ConfigSource(const std::string& path) {
   return std::filesystem::is_directory(path) ? (std::filesystem::path(path) / "config.json").string()
                                              : path + " (the config in its __metadata__)";

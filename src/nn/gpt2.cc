@@ -193,6 +193,17 @@ Tensor CausalSelfAttention::forward(const Tensor& x) const {
   return (*resid_dropout)((*c_proj)(y));
 }
 
+Tensor CausalSelfAttention::forward(const Tensor& x, const Tensor& blocked) const {
+  ModuleScope scope(*this);
+  const int64_t B = x.size(0), T = x.size(1), D = n_embd / n_head;
+  std::vector<Tensor> qkv = (*c_attn)(x).split(n_embd, 2);
+  auto heads = [&](const Tensor& t) { return t.reshape({B, T, n_head, D}).transpose(1, 2); };
+  Tensor att = heads(qkv[0]).matmul(heads(qkv[1]).mT()) * (1.0 / std::sqrt(static_cast<double>(D)));
+  att = softmax(att.masked_fill(blocked, -std::numeric_limits<double>::infinity()), -1);
+  Tensor y = (*attn_dropout)(att).matmul(heads(qkv[2])).transpose(1, 2).reshape({B, T, n_embd});
+  return (*resid_dropout)((*c_proj)(y));
+}
+
 Tensor CausalSelfAttention::forward_cached(const Tensor& x, Tensor& k_cache, Tensor& v_cache, const Tensor& pos,
                                            const Tensor& blocked) const {
   ModuleScope scope(*this);
@@ -215,6 +226,12 @@ GPT2Block::GPT2Block(const GPT2Config& config, uint64_t seed) : Module("GPT2Bloc
 Tensor GPT2Block::forward(const Tensor& x) const {
   ModuleScope scope(*this);
   Tensor h = x + (*attn)((*ln_1)(x));
+  return h + (*mlp)((*ln_2)(h));
+}
+
+Tensor GPT2Block::forward(const Tensor& x, const Tensor& blocked) const {
+  ModuleScope scope(*this);
+  Tensor h = x + attn->forward((*ln_1)(x), blocked);
   return h + (*mlp)((*ln_2)(h));
 }
 
@@ -277,6 +294,27 @@ KVCache GPT2::make_cache(int64_t batch, int64_t max_len) const {
     cache.values.push_back(zeros({batch, config_.n_head, max_len, config_.head_dim()}));
   }
   return cache;
+}
+
+Tensor GPT2::forward_packed(const Tensor& idx, const Tensor& positions, const Tensor& segments) const {
+  ModuleScope scope(*this);
+  if (idx.dim() != 2 || !IsInteger(idx.dtype()) || positions.sizes() != idx.sizes() ||
+      segments.sizes() != idx.sizes() || !IsInteger(positions.dtype()) || !IsInteger(segments.dtype()))
+    Fail("GPT2: forward_packed needs integer idx, positions and segments of one shape [B, T], got {}, {}, {}",
+         idx.type_string(), positions.type_string(), segments.type_string());
+  const int64_t T = idx.size(1);
+  if (T > config_.n_positions) Fail("GPT2: sequence length {} exceeds n_positions {}", T, config_.n_positions);
+  Tensor blocked;
+  {
+    NameScope mask("mask");
+    Tensor query = arange(T).unsqueeze(1), key = arange(T).unsqueeze(0);
+    blocked = ((key > query).unsqueeze(0) || (segments.unsqueeze(2) != segments.unsqueeze(1))).unsqueeze(1);
+  }
+  Tensor x = (*drop)((*wte)(idx) + (*wpe)(positions));
+  for (const auto& block : blocks) x = block->forward(x, blocked);
+  x = (*ln_f)(x);
+  NameScope head("lm_head");
+  return x.matmul(wte->weight.t());
 }
 
 Tensor GPT2::forward_cached(const Tensor& idx, KVCache& cache) const {

@@ -426,7 +426,37 @@ Tensor Llama::forward(const Tensor& idx) const {
   if (T > config_.max_position_embeddings)
     Fail("{}: sequence length {} (idx {}) exceeds max_position_embeddings {}; use shorter sequences", type_name(),
          T, idx.type_string(), config_.max_position_embeddings);
-  return Run(idx, arange(T), nullptr, Tensor());
+  // A query never sees a later key, nor (Mistral) one `sliding_window` or more positions back.
+  Tensor blocked;
+  {
+    NameScope mask("mask");
+    Tensor query = arange(T).unsqueeze(1), key = arange(T).unsqueeze(0);
+    blocked = key > query;
+    if (config_.sliding_window > 0 && T > config_.sliding_window)
+      blocked = blocked || (key <= query - config_.sliding_window);
+  }
+  return Run(idx, arange(T), blocked, nullptr, Tensor());
+}
+
+Tensor Llama::forward_packed(const Tensor& idx, const Tensor& positions, const Tensor& segments) const {
+  ModuleScope scope(*this);
+  if (idx.dim() != 2 || !IsInteger(idx.dtype()) || positions.sizes() != idx.sizes() ||
+      segments.sizes() != idx.sizes() || !IsInteger(positions.dtype()) || !IsInteger(segments.dtype()))
+    Fail("{}: forward_packed needs integer idx, positions and segments of one shape [B, T], got {}, {}, {}",
+         type_name(), idx.type_string(), positions.type_string(), segments.type_string());
+  const int64_t T = idx.size(1);
+  if (T > config_.max_position_embeddings)
+    Fail("{}: sequence length {} exceeds max_position_embeddings {}", type_name(), T, config_.max_position_embeddings);
+  Tensor blocked;
+  {
+    NameScope mask("mask");
+    Tensor query = arange(T).unsqueeze(1), key = arange(T).unsqueeze(0);
+    blocked = (key > query).unsqueeze(0) || (segments.unsqueeze(2) != segments.unsqueeze(1));  // [B, T, T]
+    if (config_.sliding_window > 0 && T > config_.sliding_window)
+      blocked = blocked || (positions.unsqueeze(2) - positions.unsqueeze(1) >= config_.sliding_window);
+    blocked = blocked.unsqueeze(1).unsqueeze(1);  // [B, 1, 1, T, T]: over kv heads and their query groups
+  }
+  return Run(idx, positions, blocked, nullptr, Tensor());
 }
 
 KVCache Llama::make_cache(int64_t batch, int64_t max_len) const {
@@ -450,32 +480,23 @@ Tensor Llama::forward_cached(const Tensor& idx, KVCache& cache) const {
   const int64_t T = idx.size(1);
   CheckCache(type_name(), cache, idx.size(0), T, config_.num_hidden_layers);
   const Tensor pos = from_vector<int64_t>({cache.length}, {}, DType::kI64);
-  Tensor logits = Run(idx, arange(T) + pos, &cache, pos);
+  Tensor logits = Run(idx, arange(T) + pos, CacheMask(T, cache.max_len, pos, config_.sliding_window), &cache, pos);
   cache.length += T;
   return logits;
 }
 
-Tensor Llama::Run(const Tensor& idx, const Tensor& positions, KVCache* cache, const Tensor& pos) const {
-  const int64_t T = idx.size(1);
+Tensor Llama::Run(const Tensor& idx, const Tensor& positions, const Tensor& blocked, KVCache* cache,
+                  const Tensor& pos) const {
   // Rotary angles as HF's LlamaRotaryEmbedding computes them: float32 positions times inv_freq,
-  // concatenated with themselves ([T, head_dim]).
-  Tensor cos, sin, blocked;
+  // concatenated with themselves ([T, head_dim], or [B, 1, T, head_dim] for per-row positions).
+  Tensor cos, sin;
   {
     NameScope rotary("rotary_emb");
-    Tensor freqs = positions.to(DType::kF32).unsqueeze(1) * inv_freq_.unsqueeze(0);
+    Tensor freqs = positions.to(DType::kF32).unsqueeze(-1) * inv_freq_;
     Tensor emb = cat({freqs, freqs}, -1);
     cos = emb.cos();
     sin = emb.sin();
-  }
-  if (cache) {
-    blocked = CacheMask(T, cache->max_len, pos, config_.sliding_window);
-  } else {
-    // A query never sees a later key, nor (Mistral) one `sliding_window` or more positions back.
-    NameScope mask("mask");
-    Tensor query = arange(T).unsqueeze(1), key = arange(T).unsqueeze(0);
-    blocked = key > query;
-    if (config_.sliding_window > 0 && T > config_.sliding_window)
-      blocked = blocked || (key <= query - config_.sliding_window);
+    if (cos.dim() == 3) cos = cos.unsqueeze(1), sin = sin.unsqueeze(1);
   }
   Tensor x = (*model->embed_tokens)(idx);
   {

@@ -26,7 +26,13 @@ void AddTrainCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunn
   sub->add_option("--init", o->init,
                   "Start from a Hugging Face model directory (GPT-2, Llama, Mistral, Qwen2) or .safetensors file");
   sub->add_option("--data", o->data,
-                  "Token data: an llm.c .bin shard, or a UTF-8 text file (byte tokens)");
+                  "Token data: an llm.c .bin shard, instruction data (.jsonl of {prompt, response} or {messages}), "
+                  "or a UTF-8 text file (byte tokens)");
+  sub->add_flag("--pack", o->pack, "Instruction data: pack several examples into a row (attention kept within each)");
+  sub->add_option("--tokenizer", o->tokenizer, "Instruction data: tokenizer.json or tokenizer.model (default: --init's)");
+  sub->add_option("--chat-template", o->chat_template,
+                  "Instruction data: auto, or axle (Axle's fixed template even when the directory has its own)")
+      ->check(CLI::IsMember({"auto", "axle"}));
   sub->add_option("--steps", o->steps, "Training steps")->check(kPositive);
   sub->add_option("--batch", o->batch, "Batch size B")->check(kPositive);
   sub->add_option("--seq", o->seq, "Sequence length T")->check(kPositive);

@@ -180,8 +180,6 @@ int64_t BatchLoader::StepsPerEpoch() const {
   return std::max<int64_t>(1, n / (batch_ * seq_));
 }
 
-Batch BatchLoader::Get(int64_t step) const { return GetRows(step, 0, batch_); }
-
 Batch BatchLoader::GetRows(int64_t step, int64_t first_row, int64_t rows) const {
   AXLE_CHECK(step >= 0, "step {} is negative", step);
   AXLE_CHECK(first_row >= 0 && rows >= 0 && first_row + rows <= batch_,

@@ -57,10 +57,33 @@ void CheckVocab(std::span<const int32_t> tokens, int64_t vocab_size, const std::
 // uint16 shard, and when the file cannot be written.
 void WriteTokenShard(const std::string& path, std::span<const int32_t> tokens, bool uint32 = false);
 
-// One training batch, row-major [batch, seq]: targets[i] is the token after inputs[i].
+// One training batch, row-major [batch, seq]: targets[i] is the token after inputs[i], or -100
+// where the loss leaves it out (instruction data's prompts, padding). Packed rows (several
+// documents to a row) also carry each token's position in its document and its document's
+// number (CausalLM::forward_packed); other batches leave them empty.
 struct Batch {
   std::vector<int32_t> inputs;
   std::vector<int32_t> targets;
+  std::vector<int32_t> positions;
+  std::vector<int32_t> segments;
+};
+
+// What the trainer reads batches from: a token stream (BatchLoader) or instruction examples
+// (InstructionLoader, instruct.h). A step's batch depends on the step number alone.
+class BatchSource {
+ public:
+  virtual ~BatchSource() = default;
+  // The batch of step `step` (>= 0).
+  Batch Get(int64_t step) const { return GetRows(step, 0, batch()); }
+  // Rows [first_row, first_row + rows) of that batch: the slice one device of a batch-sharded
+  // mesh loads (sharded data loading). Throws axle::Error when the rows are not in the batch.
+  virtual Batch GetRows(int64_t step, int64_t first_row, int64_t rows) const = 0;
+  virtual int64_t batch() const = 0;
+  virtual int64_t seq() const = 0;
+  // The number of steps that read all the data once (at least 1).
+  virtual int64_t StepsPerEpoch() const = 0;
+  // Whether batches are packed rows (positions and segments filled).
+  virtual bool packed() const { return false; }
 };
 
 // llm.c's batch order: step s reads the batch*seq + 1 tokens starting at s*batch*seq. Unlike
@@ -68,23 +91,18 @@ struct Batch {
 // wrap around the stream: token j of step s is tokens[(s*batch*seq + j) % n]. So every step's
 // data is determined by the step number alone (a resumed run sees the same batches) and a stream
 // shorter than one batch still trains. The reference trainer reads the same way.
-class BatchLoader {
+class BatchLoader : public BatchSource {
  public:
   // Throws axle::Error when batch or seq is not positive or the stream has fewer than 2 tokens
   // (a single token has no next token to predict). Keeps a reference to `tokens`.
   BatchLoader(const std::vector<int32_t>& tokens, int64_t batch, int64_t seq,
               std::string source = "<tokens>");
 
-  // The batch of step `step` (>= 0).
-  Batch Get(int64_t step) const;
-  // Rows [first_row, first_row + rows) of that batch: the slice one device of a batch-sharded
-  // mesh loads (sharded data loading). Throws axle::Error when the rows are not in the batch.
-  Batch GetRows(int64_t step, int64_t first_row, int64_t rows) const;
-
-  int64_t batch() const { return batch_; }
-  int64_t seq() const { return seq_; }
+  Batch GetRows(int64_t step, int64_t first_row, int64_t rows) const override;
+  int64_t batch() const override { return batch_; }
+  int64_t seq() const override { return seq_; }
   // The number of steps that read each token once (at least 1).
-  int64_t StepsPerEpoch() const;
+  int64_t StepsPerEpoch() const override;
 
  private:
   const std::vector<int32_t>& tokens_;

@@ -35,6 +35,7 @@ nlohmann::json FlagsJson(const TrainOptions& o) {
           {"config", o.config},
           {"init", o.init},
           {"data", o.data},
+          {"pack", o.pack},
           {"steps", o.steps},
           {"batch", o.batch},
           {"seq", o.seq},

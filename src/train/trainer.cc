@@ -35,6 +35,7 @@
 #include "train/corpus.h"
 #include "train/data.h"
 #include "train/generate.h"
+#include "train/instruct.h"
 #include "train/parallel.h"
 #include "train/train_state.h"
 
@@ -86,6 +87,9 @@ void Validate(const TrainOptions& o) {
   if (o.checkpoint_every < 0) Fail("--checkpoint-every {}: must not be negative", o.checkpoint_every);
   if (o.keep < 0) Fail("--keep {}: must not be negative (0 keeps every checkpoint)", o.keep);
   if (o.stop_at < 0) Fail("--stop-at {}: must not be negative", o.stop_at);
+  if (o.chat_template != "auto" && o.chat_template != "axle")
+    Fail("--chat-template {}: expected auto (Axle's template unless the directory has its own) or axle",
+         o.chat_template);
   if (o.checkpoint_dir.empty()) {
     if (o.resume) Fail("--resume needs --checkpoint-dir DIR: the directory to continue from");
     if (o.checkpoint_every > 0) Fail("--checkpoint-every needs --checkpoint-dir DIR: where to save");
@@ -123,27 +127,61 @@ void PrintProgress(int64_t done, int64_t total, double loss, double tok_s) {
 // The batch of `step` as each device's slice (sharded data loading): a device loads only the rows
 // its coordinates along the batch axes select; devices that differ only in other axes (tp) share
 // one load.
-std::pair<Tensor, Tensor> LoadShardedBatch(const BatchLoader& loader, int64_t step, const spmd::Mesh& mesh) {
+// The tokenizer of instruction data: --tokenizer, else the --init directory's. A directory's own
+// chat template (tokenizer_config.json's chat_template, Jinja) is not rendered yet: training on
+// Axle's fixed template instead would teach the model a format it is not prompted with, so that
+// takes --chat-template axle.
+std::unique_ptr<text::Tokenizer> InstructionTokenizer(const TrainOptions& o) {
+  namespace fs = std::filesystem;
+  std::string path = o.tokenizer;
+  const bool init_dir = !o.init.empty() && fs::is_directory(o.init);
+  if (path.empty() && init_dir && text::FindTokenizerFile(o.init)) path = o.init;
+  if (path.empty())
+    Fail("--data {} is instruction data (JSONL), which needs the model's tokenizer: --init a model directory with "
+         "a tokenizer.json or tokenizer.model, or pass --tokenizer FILE",
+         o.data);
+  if (o.chat_template != "axle" && init_dir && fs::exists(fs::path(o.init) / "tokenizer_config.json")) {
+    std::ifstream in(fs::path(o.init) / "tokenizer_config.json");
+    const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (config.is_object() && config.contains("chat_template") && !config["chat_template"].is_null())
+      Fail("{}/tokenizer_config.json has a chat_template, which Axle does not render yet (Jinja); pass "
+           "--chat-template axle to train on Axle's fixed template instead (docs/models.md, \"Instruction data\"), "
+           "and prompt the result in that format",
+           o.init);
+  }
+  return text::LoadTokenizer(path);
+}
+
+// A batch's tensors: inputs and targets, and for packed rows positions and segments.
+std::vector<Tensor> BatchTensors(const Batch& b, int64_t rows, int64_t seq) {
+  std::vector<Tensor> t = {from_vector<int32_t>(b.inputs, {rows, seq}, DType::kI32),
+                           from_vector<int32_t>(b.targets, {rows, seq}, DType::kI32)};
+  if (!b.positions.empty()) {
+    t.push_back(from_vector<int32_t>(b.positions, {rows, seq}, DType::kI32));
+    t.push_back(from_vector<int32_t>(b.segments, {rows, seq}, DType::kI32));
+  }
+  return t;
+}
+
+std::vector<Tensor> LoadShardedBatch(const BatchSource& loader, int64_t step, const spmd::Mesh& mesh) {
   const spmd::PartitionSpec spec = BatchSpec(mesh);
   const ir::Mesh& m = mesh.ir_mesh();
   const int64_t rows = loader.batch() / m.AxesSize(spec[0].names);  // Train checked that it divides
-  std::map<int64_t, std::pair<Tensor, Tensor>> slices;  // block index -> (inputs, targets)
-  std::vector<Tensor> xs, ys;
+  std::map<int64_t, std::vector<Tensor>> slices;  // block index -> its tensors
+  std::vector<std::vector<Tensor>> local;       // per tensor, the local devices' slices
   for (int64_t d = 0; d < m.size(); ++d) {
     if (!runtime::IsLocalDevice(d)) continue;  // another process's device: that process loads it
     const int64_t block = m.ShardIndex(d, spec[0].names);
     auto it = slices.find(block);
-    if (it == slices.end()) {
-      Batch b = loader.GetRows(step, block * rows, rows);
-      it = slices.emplace(block, std::make_pair(from_vector<int32_t>(b.inputs, {rows, loader.seq()}, DType::kI32),
-                                                from_vector<int32_t>(b.targets, {rows, loader.seq()}, DType::kI32)))
-               .first;
-    }
-    xs.push_back(it->second.first);
-    ys.push_back(it->second.second);
+    if (it == slices.end())
+      it = slices.emplace(block, BatchTensors(loader.GetRows(step, block * rows, rows), rows, loader.seq())).first;
+    local.resize(it->second.size());
+    for (size_t k = 0; k < it->second.size(); ++k) local[k].push_back(it->second[k]);
   }
   const Dims shape = {loader.batch(), loader.seq()};
-  return {spmd::from_local_shards(xs, shape, mesh, spec), spmd::from_local_shards(ys, shape, mesh, spec)};
+  std::vector<Tensor> out;
+  for (const auto& shards : local) out.push_back(spmd::from_local_shards(shards, shape, mesh, spec));
+  return out;
 }
 
 // SIGINT / SIGTERM while a run with a checkpoint directory trains: the loop finishes its step,
@@ -279,7 +317,11 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
 
   // The data.
   TokenData data;
-  if (o.data.empty()) {
+  const bool instruct = o.data.size() >= 6 && o.data.substr(o.data.size() - 6) == ".jsonl";
+  if (o.pack && !instruct) Fail("--pack packs instruction data: it needs --data FILE.jsonl");
+  if (instruct) {
+    data.source = o.data;
+  } else if (o.data.empty()) {
     const std::string_view text = EmbeddedCorpus();
     data.tokens.assign(text.begin(), text.end());
     for (int32_t& t : data.tokens) t = static_cast<uint8_t>(t);
@@ -288,8 +330,27 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   } else {
     data = LoadTokens(o.data);
   }
-  CheckVocab(data.tokens, model->vocab_size(), data.source);
-  BatchLoader loader(data.tokens, o.batch, o.seq, data.source);
+  // Instruction data (FILE.jsonl): examples rendered with the chat template and tokenized with the
+  // model's tokenizer, the loss on the responses (instruct.h).
+  std::unique_ptr<BatchSource> source;
+  std::string data_note;
+  if (instruct) {
+    std::unique_ptr<text::Tokenizer> tok = InstructionTokenizer(o);
+    const std::vector<Example> examples = LoadInstructions(o.data, *tok);
+    data.tokens.clear();
+    for (const Example& ex : examples) data.tokens.insert(data.tokens.end(), ex.tokens.begin(), ex.tokens.end());
+    CheckVocab(data.tokens, model->vocab_size(), data.source);
+    auto il = std::make_unique<InstructionLoader>(examples, o.batch, o.seq, o.pack, 0, data.source);
+    data_note = fmt::format("instruction data: {} examples in {} {} rows of {} tokens, {} of them trained (Axle's "
+                            "chat template; tokenizer {})\n",
+                            examples.size(), il->rows(), o.pack ? "packed" : "padded", o.seq + 1, il->trained_tokens(),
+                            tok->Describe());
+    source = std::move(il);
+  } else {
+    CheckVocab(data.tokens, model->vocab_size(), data.source);
+    source = std::make_unique<BatchLoader>(data.tokens, o.batch, o.seq, data.source);
+  }
+  const BatchSource& loader = *source;
 
   TrainResult result;
   // The optimizer: weight decay on matrices and embeddings, not on biases and norms.
@@ -366,6 +427,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   // ask for that is not installed fails here.
   if (const std::string d = runtime::GetBackend(backend()).Describe(); !d.empty()) out << d << "\n";
   out << fmt::format("malloc: {}\n", Allocator());
+  out << data_note;
   if (mesh)
     out << fmt::format("mesh {} on {} virtual CPU devices: {:.2f} MB of parameters and {:.2f} MB of optimizer "
                        "state per device\n",
@@ -452,7 +514,8 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   // it but the loss.
   auto train_step = [&](const std::vector<Tensor>& batch) {
     opt.zero_grad();
-    Tensor loss = model->forward(batch[0], batch[1]);
+    Tensor loss = batch.size() == 4 ? model->loss_packed(batch[0], batch[1], batch[2], batch[3])
+                                    : model->forward(batch[0], batch[1]);
     loss.backward();
     if (o.grad_clip > 0) optim::clip_grad_norm_(all, o.grad_clip);
     opt.step();
@@ -489,16 +552,10 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   for (int64_t step = first_step; step < last_step; ++step) {
     const double lr = optim::lr_at(step, o.steps, o.lr, o.warmup, o.schedule);
     opt.set_lr(lr);
-    Tensor x, y;
-    if (mesh) {
-      std::tie(x, y) = LoadShardedBatch(loader, step, *mesh);
-    } else {
-      Batch b = loader.Get(step);
-      x = from_vector<int32_t>(b.inputs, {o.batch, o.seq}, DType::kI32);
-      y = from_vector<int32_t>(b.targets, {o.batch, o.seq}, DType::kI32);
-    }
+    const std::vector<Tensor> batch =
+        mesh ? LoadShardedBatch(loader, step, *mesh) : BatchTensors(loader.Get(step), o.batch, o.seq);
     const double compile_before = metrics().compile_s;
-    Tensor loss = compiled_step({x, y})[0];
+    Tensor loss = compiled_step(batch)[0];
     const double compile_s = metrics().compile_s - compile_before;
     if (step == first_step) {
       result.startup_s = Since(start);

@@ -20,7 +20,13 @@ struct TrainOptions {
   std::string config = "tiny";   // gpt2: tiny | small | 124m; llama: tiny | small | bench | tinyllama-1.1b
   bool config_given = false;     // --config was passed explicitly
   std::string init;              // HF directory or .safetensors file; empty = random init
-  std::string data;              // .bin llm.c shard or a text file; empty = embedded corpus
+  std::string data;              // .bin llm.c shard, .jsonl instruction data, or a text file; empty = embedded corpus
+  // Instruction data (instruct.h): packed rows instead of one example a row, the tokenizer (default:
+  // the --init directory's), the chat template (auto: Axle's, refused when the directory has its
+  // own; axle: Axle's regardless).
+  bool pack = false;
+  std::string tokenizer;
+  std::string chat_template = "auto";
   int64_t steps = 500;
   int64_t batch = 16;
   int64_t seq = 64;

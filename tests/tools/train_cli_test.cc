@@ -152,6 +152,35 @@ TEST_F(TrainCliTest, BadInputExitsOneWithAClearMessage) {
     EXPECT_THAT(r.output, HasSubstr("--config bench: the GPT-2 sizes are tiny, small, 124m"));
   }
 
+  // Instruction data: a JSONL line that is not an object, a directory without a tokenizer, a
+  // directory whose own chat template Axle cannot render.
+  {
+    nn::LlamaConfig c = nn::LlamaConfig::Preset("tiny");
+    c.vocab_size = 2000;
+    nn::Llama llama(c, 1);
+    nn::SaveCausalLM(llama, Path("chat/model.safetensors"));
+    std::ofstream(Path("chat.jsonl")) << R"({"prompt": "1+1?", "response": "2"})" << "\n"
+                                      << R"({"messages": [{"role": "user", "content": "hi"}, )"
+                                      << R"({"role": "assistant", "content": "hello"}]})" << "\n";
+    std::ofstream(Path("bad.jsonl")) << R"({"prompt": "1+1?", "response": "2"})" << "\n" << "42\n";
+    r = RunAxle("train --steps 1 --init " + Path("chat") + " --data " + Path("chat.jsonl"));
+    EXPECT_EQ(r.status, 1);
+    EXPECT_THAT(r.output, HasSubstr("needs the model's tokenizer"));
+    fs::copy_file(std::string(AXLE_SOURCE_DIR) + "/tests/text/goldens/bpe_llama3/tokenizer.json",
+                  Path("chat/tokenizer.json"));
+    r = RunAxle("train --steps 1 --init " + Path("chat") + " --data " + Path("bad.jsonl"));
+    EXPECT_EQ(r.status, 1);
+    EXPECT_THAT(r.output, HasSubstr(Path("bad.jsonl") + ":2: the line is not a JSON object"));
+    r = RunAxle("train --steps 3 --batch 1 --seq 64 --samples 0 --pack --init " + Path("chat") + " --data " +
+                Path("chat.jsonl"));
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("instruction data: 2 examples in 1 packed rows of 65 tokens"));
+    std::ofstream(Path("chat/tokenizer_config.json")) << R"({"chat_template": "{{ messages }}"})";
+    r = RunAxle("train --steps 1 --init " + Path("chat") + " --data " + Path("chat.jsonl"));
+    EXPECT_EQ(r.status, 1);
+    EXPECT_THAT(r.output, HasSubstr("has a chat_template, which Axle does not render yet"));
+  }
+
   r = RunAxle("train --steps 1 --init " + Path("model.safetensors") + " --config small");
   EXPECT_EQ(r.status, 1);
   EXPECT_THAT(r.output, HasSubstr("exclude each other"));
