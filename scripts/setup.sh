@@ -26,7 +26,7 @@ packages=(
   python3-numpy                                  # golden-value scripts and the example check
 )
 with_torch=0
-[ "${1:-}" = "--with-torch" ] && with_torch=1 && packages+=(python3-torch python3-pip openmpi-bin)
+[ "${1:-}" = "--with-torch" ] && with_torch=1 && packages+=(python3-torch python3-pip openmpi-bin python3-jinja2)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -31,7 +31,7 @@ void AddTrainCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunn
   sub->add_flag("--pack", o->pack, "Instruction data: pack several examples into a row (attention kept within each)");
   sub->add_option("--tokenizer", o->tokenizer, "Instruction data: tokenizer.json or tokenizer.model (default: --init's)");
   sub->add_option("--chat-template", o->chat_template,
-                  "Instruction data: auto, or axle (Axle's fixed template even when the directory has its own)")
+                  "Instruction data: auto (the directory's chat_template, else Axle's), or axle (Axle's fixed template)")
       ->check(CLI::IsMember({"auto", "axle"}));
   sub->add_option("--steps", o->steps, "Training steps")->check(kPositive);
   sub->add_option("--batch", o->batch, "Batch size B")->check(kPositive);

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -26,12 +27,48 @@ std::string Keys(const nlohmann::json& j) {
 
 }  // namespace
 
-std::vector<Example> LoadInstructions(const std::string& path, const text::Tokenizer& tok) {
+ChatFormat LoadChatFormat(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  ChatFormat f;
+  const fs::path file = fs::path(model_dir) / "tokenizer_config.json";
+  if (!fs::is_directory(model_dir) || !fs::exists(file)) return f;
+  std::ifstream in(file);
+  const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (config.is_discarded() || !config.is_object()) Fail("{}: not a JSON object", file.string());
+  // A special token is a string or an AddedToken object {"content": ...}.
+  auto token = [&](const char* key) -> std::string {
+    auto it = config.find(key);
+    if (it == config.end()) return "";
+    if (it->is_string()) return it->get<std::string>();
+    if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"].get<std::string>();
+    return "";
+  };
+  f.bos_token = token("bos_token");
+  f.eos_token = token("eos_token");
+  auto t = config.find("chat_template");
+  if (t == config.end() || t->is_null()) return f;
+  std::string source;
+  if (t->is_string()) {
+    source = t->get<std::string>();
+  } else if (t->is_array()) {  // named templates: [{"name": "default", "template": ...}, ...]
+    for (const auto& named : *t)
+      if (named.is_object() && named.value("name", "") == "default" && named.contains("template") &&
+          named["template"].is_string())
+        source = named["template"].get<std::string>();
+    if (source.empty()) Fail("{}: chat_template is a list without a \"default\" template", file.string());
+  } else {
+    Fail("{}: chat_template must be a string, not {}", file.string(), t->dump().substr(0, 80));
+  }
+  f.chat_template = text::ChatTemplate::Parse(source, file.string() + " (chat_template)");
+  return f;
+}
+
+std::vector<Example> LoadInstructions(const std::string& path, const text::Tokenizer& tok, const ChatFormat& format) {
   std::ifstream in(path, std::ios::binary);
   if (!in) Fail("{}: cannot open the instruction data; pass --data an existing .jsonl file", path);
   const std::optional<int32_t> bos = FirstToken(tok, {"<|begin_of_text|>", "<s>"});
   const std::optional<int32_t> eos = FirstToken(tok, {"<|eot_id|>", "<|im_end|>", "</s>", "<|endoftext|>", "<|end_of_text|>"});
-  if (!eos)
+  if (!eos && !format.chat_template)
     Fail("{}: the tokenizer {} has none of the end-of-sequence tokens Axle's chat template ends a message with "
          "(<|eot_id|>, <|im_end|>, </s>, <|endoftext|>, <|end_of_text|>)",
          path, tok.path());
@@ -71,9 +108,26 @@ std::vector<Example> LoadInstructions(const std::string& path, const text::Token
     }
     Example ex;
     auto piece = [&](std::string_view text, bool trained) {
+      // The template's special-token texts (its bos_token / eos_token) by their ids, the rest
+      // through the tokenizer (which matches its own added tokens).
       std::vector<int32_t> ids;
       try {
-        ids = tok.Encode(text);
+        while (!text.empty()) {
+          size_t at = std::string_view::npos, len = 0;
+          std::optional<int32_t> id;
+          for (const std::string* sp : {&format.bos_token, &format.eos_token}) {
+            if (sp->empty()) continue;
+            const size_t p = text.find(*sp);
+            if (p < at) {
+              if (std::optional<int32_t> i = tok.TokenId(*sp)) at = p, len = sp->size(), id = i;
+            }
+          }
+          const std::vector<int32_t> part = tok.Encode(text.substr(0, at));
+          ids.insert(ids.end(), part.begin(), part.end());
+          if (!id) break;
+          ids.push_back(*id);
+          text.remove_prefix(at + len);
+        }
       } catch (const Error& e) {
         Fail("{}: {}", where, e.message());
       }
@@ -84,17 +138,52 @@ std::vector<Example> LoadInstructions(const std::string& path, const text::Token
       ex.tokens.push_back(id);
       ex.trained.push_back(trained ? 1 : 0);
     };
-    if (bos) token(*bos, false);
     bool any_assistant = false;
+    for (const auto& m : messages) any_assistant = any_assistant || m.first == "assistant";
+    if (!any_assistant) Fail("{}: the record has no assistant message: nothing to train on", where);
+    if (format.chat_template) {
+      // The directory's template: the text of the whole conversation, cut where each assistant
+      // turn starts (the rendering up to it with the generation prompt) and ends (the rendering
+      // up to and including it).
+      auto render = [&](size_t n, bool generation_prompt) {
+        nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
+        for (size_t k = 0; k < n; ++k) msgs.push_back({{"role", messages[k].first}, {"content", messages[k].second}});
+        try {
+          return format.chat_template->Render({{"messages", msgs},
+                                               {"add_generation_prompt", generation_prompt},
+                                               {"bos_token", format.bos_token},
+                                               {"eos_token", format.eos_token}});
+        } catch (const Error& e) {
+          Fail("{}: {}", where, e.message());
+        }
+      };
+      const std::string full = render(messages.size(), false);
+      size_t done = 0;
+      for (size_t k = 0; k < messages.size(); ++k) {
+        if (messages[k].first != "assistant") continue;
+        const std::string before = render(k, true), through = render(k + 1, false);
+        if (through.compare(0, before.size(), before) != 0 || full.compare(0, through.size(), through) != 0 ||
+            before.size() < done)
+          Fail("{}: the chat template's rendering of the first {} messages (with the generation prompt) is not the "
+               "beginning of its rendering of the conversation, so the response of message {} cannot be located; "
+               "Axle needs templates whose renderings extend each other",
+               where, k, k);
+        piece(std::string_view(full).substr(done, before.size() - done), false);
+        piece(std::string_view(full).substr(before.size(), through.size() - before.size()), true);
+        done = through.size();
+      }
+      piece(std::string_view(full).substr(done), false);
+      out.push_back(std::move(ex));
+      continue;
+    }
+    if (bos) token(*bos, false);
     for (const auto& [role, content] : messages) {
       const bool assistant = role == "assistant";
-      any_assistant = any_assistant || assistant;
       piece("<|" + role + "|>\n", false);
       piece(content, assistant);
       token(*eos, assistant);
       piece("\n", false);
     }
-    if (!any_assistant) Fail("{}: the record has no assistant message: nothing to train on", where);
     out.push_back(std::move(ex));
   }
   if (out.empty()) Fail("{}: no records", path);

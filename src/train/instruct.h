@@ -4,18 +4,24 @@
 //   std::vector<Example> ex = LoadInstructions("chat.jsonl", *tokenizer);
 //   InstructionLoader loader(ex, /*batch=*/4, /*seq=*/256, /*pack=*/true, pad_id);
 //
-// The template is Axle's fixed one (docs/models.md, "Instruction data"), the format of Zephyr and
-// TinyLlama-Chat: for every message, "<|role|>\n", its content and the end-of-sequence token, then
-// "\n"; a begin-of-sequence token first when the tokenizer has one. The trained tokens are each
-// assistant message's content and its end-of-sequence token (so the model learns to stop): a
-// target whose token is anything else is -100. Each piece of the template is tokenized on its
-// own, so a piece never merges with its neighbour and the boundaries are exact.
+// The template is the model directory's own chat_template (tokenizer_config.json, rendered by
+// text::ChatTemplate as transformers renders it) or, when it has none, Axle's fixed one
+// (docs/models.md, "Instruction data"), the format of Zephyr and TinyLlama-Chat: for every
+// message, "<|role|>\n", its content and the end-of-sequence token, then "\n"; a
+// begin-of-sequence token first when the tokenizer has one. The trained tokens are each assistant
+// turn: with Axle's template its content and end-of-sequence token; with a directory's, what the
+// rendering of the conversation up to and including that message adds to the rendering up to it
+// with the generation prompt (the content and the template's end-of-turn text). Every other
+// target is -100. Each piece is tokenized on its own (special tokens by their ids), so a piece
+// never merges with its neighbour and the boundaries are exact.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "text/chat_template.h"
 #include "text/tokenizer.h"
 #include "train/data.h"
 
@@ -26,10 +32,24 @@ struct Example {
   std::vector<uint8_t> trained;  // per token: 1 when predicting it counts in the loss
 };
 
+// A model directory's chat template and the special tokens it names (tokenizer_config.json).
+struct ChatFormat {
+  std::optional<text::ChatTemplate> chat_template;  // none: Axle's fixed template
+  std::string bos_token, eos_token;                 // the texts the template's bos_token / eos_token hold
+};
+
+// Reads the chat template and special tokens of a model directory's tokenizer_config.json (no
+// template when the file or its "chat_template" is missing). Throws axle::Error naming the file
+// when it is not JSON or the template does not parse.
+ChatFormat LoadChatFormat(const std::string& model_dir);
+
 // Reads `path` (JSONL). Throws axle::Error naming the file and line for: a line that is not a
 // JSON object, a record with neither "prompt" + "response" nor "messages", a field of the wrong
-// type, a message role other than system, user or assistant, a record with no assistant message.
-std::vector<Example> LoadInstructions(const std::string& path, const text::Tokenizer& tok);
+// type, a message role other than system, user or assistant, a record with no assistant message,
+// a template that raises or whose rendering of a conversation's beginning is not the beginning
+// of its rendering of the whole (then the response tokens cannot be told apart).
+std::vector<Example> LoadInstructions(const std::string& path, const text::Tokenizer& tok,
+                                      const ChatFormat& format = {});
 
 // Rows of seq + 1 tokens (inputs, then targets shifted by one). Padded (pack false): one example a
 // row, cut at seq + 1 tokens, the rest `pad_id` with target -100. Packed: as many whole examples

@@ -88,7 +88,7 @@ void Validate(const TrainOptions& o) {
   if (o.keep < 0) Fail("--keep {}: must not be negative (0 keeps every checkpoint)", o.keep);
   if (o.stop_at < 0) Fail("--stop-at {}: must not be negative", o.stop_at);
   if (o.chat_template != "auto" && o.chat_template != "axle")
-    Fail("--chat-template {}: expected auto (Axle's template unless the directory has its own) or axle",
+    Fail("--chat-template {}: expected auto (the directory's template, else Axle's) or axle",
          o.chat_template);
   if (o.checkpoint_dir.empty()) {
     if (o.resume) Fail("--resume needs --checkpoint-dir DIR: the directory to continue from");
@@ -127,28 +127,15 @@ void PrintProgress(int64_t done, int64_t total, double loss, double tok_s) {
 // The batch of `step` as each device's slice (sharded data loading): a device loads only the rows
 // its coordinates along the batch axes select; devices that differ only in other axes (tp) share
 // one load.
-// The tokenizer of instruction data: --tokenizer, else the --init directory's. A directory's own
-// chat template (tokenizer_config.json's chat_template, Jinja) is not rendered yet: training on
-// Axle's fixed template instead would teach the model a format it is not prompted with, so that
-// takes --chat-template axle.
+// The tokenizer of instruction data: --tokenizer, else the --init directory's.
 std::unique_ptr<text::Tokenizer> InstructionTokenizer(const TrainOptions& o) {
   namespace fs = std::filesystem;
   std::string path = o.tokenizer;
-  const bool init_dir = !o.init.empty() && fs::is_directory(o.init);
-  if (path.empty() && init_dir && text::FindTokenizerFile(o.init)) path = o.init;
+  if (path.empty() && !o.init.empty() && fs::is_directory(o.init) && text::FindTokenizerFile(o.init)) path = o.init;
   if (path.empty())
     Fail("--data {} is instruction data (JSONL), which needs the model's tokenizer: --init a model directory with "
          "a tokenizer.json or tokenizer.model, or pass --tokenizer FILE",
          o.data);
-  if (o.chat_template != "axle" && init_dir && fs::exists(fs::path(o.init) / "tokenizer_config.json")) {
-    std::ifstream in(fs::path(o.init) / "tokenizer_config.json");
-    const nlohmann::json config = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (config.is_object() && config.contains("chat_template") && !config["chat_template"].is_null())
-      Fail("{}/tokenizer_config.json has a chat_template, which Axle does not render yet (Jinja); pass "
-           "--chat-template axle to train on Axle's fixed template instead (docs/models.md, \"Instruction data\"), "
-           "and prompt the result in that format",
-           o.init);
-  }
   return text::LoadTokenizer(path);
 }
 
@@ -336,14 +323,20 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   std::string data_note;
   if (instruct) {
     std::unique_ptr<text::Tokenizer> tok = InstructionTokenizer(o);
-    const std::vector<Example> examples = LoadInstructions(o.data, *tok);
+    // The --init directory's chat template (tokenizer_config.json), unless --chat-template axle.
+    ChatFormat format;
+    if (!o.init.empty()) format = LoadChatFormat(o.init);
+    if (o.chat_template == "axle") format.chat_template.reset();
+    const std::vector<Example> examples = LoadInstructions(o.data, *tok, format);
     data.tokens.clear();
     for (const Example& ex : examples) data.tokens.insert(data.tokens.end(), ex.tokens.begin(), ex.tokens.end());
     CheckVocab(data.tokens, model->vocab_size(), data.source);
     auto il = std::make_unique<InstructionLoader>(examples, o.batch, o.seq, o.pack, 0, data.source);
-    data_note = fmt::format("instruction data: {} examples in {} {} rows of {} tokens, {} of them trained (Axle's "
-                            "chat template; tokenizer {})\n",
+    data_note = fmt::format("instruction data: {} examples in {} {} rows of {} tokens, {} of them trained ({}; "
+                            "tokenizer {})\n",
                             examples.size(), il->rows(), o.pack ? "packed" : "padded", o.seq + 1, il->trained_tokens(),
+                            format.chat_template ? "the chat template of " + o.init + "/tokenizer_config.json"
+                                                 : std::string("Axle's chat template"),
                             tok->Describe());
     source = std::move(il);
   } else {

@@ -22,8 +22,8 @@ struct TrainOptions {
   std::string init;              // HF directory or .safetensors file; empty = random init
   std::string data;              // .bin llm.c shard, .jsonl instruction data, or a text file; empty = embedded corpus
   // Instruction data (instruct.h): packed rows instead of one example a row, the tokenizer (default:
-  // the --init directory's), the chat template (auto: Axle's, refused when the directory has its
-  // own; axle: Axle's regardless).
+  // the --init directory's), the chat template (auto: the directory's tokenizer_config.json
+  // chat_template, else Axle's fixed one; axle: Axle's regardless).
   bool pack = false;
   std::string tokenizer;
   std::string chat_template = "auto";

@@ -175,10 +175,22 @@ TEST_F(TrainCliTest, BadInputExitsOneWithAClearMessage) {
                 Path("chat.jsonl"));
     EXPECT_EQ(r.status, 0) << r.output;
     EXPECT_THAT(r.output, HasSubstr("instruction data: 2 examples in 1 packed rows of 65 tokens"));
+    // The directory's own template (Qwen2's), and one whose renderings do not extend each other.
+    std::ofstream(Path("chat/tokenizer_config.json"))
+        << R"({"eos_token": "<|eot_id|>", "chat_template": "{% for message in messages %}{{'<|im_start|>' + )"
+        << R"(message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if )"
+        << R"(add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"})";
+    r = RunAxle("train --steps 2 --batch 1 --seq 64 --samples 0 --init " + Path("chat") + " --data " + Path("chat.jsonl"));
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("the chat template of " + Path("chat") + "/tokenizer_config.json"));
     std::ofstream(Path("chat/tokenizer_config.json")) << R"({"chat_template": "{{ messages }}"})";
     r = RunAxle("train --steps 1 --init " + Path("chat") + " --data " + Path("chat.jsonl"));
     EXPECT_EQ(r.status, 1);
-    EXPECT_THAT(r.output, HasSubstr("has a chat_template, which Axle does not render yet"));
+    EXPECT_THAT(r.output, HasSubstr(Path("chat.jsonl") + ":1: the chat template's rendering of the first 1 messages"));
+    r = RunAxle("train --steps 1 --batch 1 --seq 64 --samples 0 --chat-template axle --init " + Path("chat") +
+                " --data " + Path("chat.jsonl"));
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_THAT(r.output, HasSubstr("Axle's chat template"));
   }
 
   r = RunAxle("train --steps 1 --init " + Path("model.safetensors") + " --config small");

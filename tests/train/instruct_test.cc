@@ -59,6 +59,41 @@ TEST(Instructions, TheTemplateTrainsTheResponsesAndTheirEnd) {
   EXPECT_EQ(tok->Decode(ex[0].tokens), "<|begin_of_text|><|user|>\n2+2?<|eot_id|>\n<|assistant|>\n4<|eot_id|>\n");
 }
 
+// A directory's own template (Llama 3's): the trained tokens are each assistant turn as the
+// template writes it, the content and its <|eot_id|>; the bos_token text becomes its id.
+TEST(Instructions, TheDirectorysTemplateTrainsEachAssistantTurn) {
+  const auto tok = text::LoadTokenizer(Golden("text/goldens/bpe_llama3"));
+  ChatFormat format;
+  format.chat_template = text::ChatTemplate::Parse(
+      "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+      "message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 "
+      "%}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
+      "'<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}",
+      "llama3");
+  format.bos_token = "<|begin_of_text|>";
+  format.eos_token = "<|eot_id|>";
+  const std::string path = Write("t.jsonl", R"({"messages": [{"role": "system", "content": "Be brief."}, )"
+                                            R"({"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello!"}, )"
+                                            R"({"role": "user", "content": "2+2?"}, {"role": "assistant", "content": " 4 "}]})"
+                                            "\n");
+  const std::vector<Example> ex = LoadInstructions(path, *tok, format);
+  ASSERT_EQ(ex.size(), 1u);
+  EXPECT_EQ(ex[0].tokens[0], *tok->TokenId("<|begin_of_text|>"));
+  // The trained runs, decoded: each assistant turn's content (trimmed by the template) and <|eot_id|>.
+  std::vector<std::string> runs;
+  for (size_t i = 0; i < ex[0].tokens.size(); ++i) {
+    if (!ex[0].trained[i]) continue;
+    if (i == 0 || !ex[0].trained[i - 1]) runs.emplace_back();
+    runs.back() += tok->Decode(std::vector<int32_t>{ex[0].tokens[i]});
+  }
+  EXPECT_EQ(runs, (std::vector<std::string>{"Hello!<|eot_id|>", "4<|eot_id|>"}));
+  EXPECT_EQ(tok->Decode(ex[0].tokens),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user"
+            "<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\nHello!<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\n2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>"
+            "\n\n4<|eot_id|>");
+}
+
 TEST(Instructions, PaddedRowsMaskEverythingButResponses) {
   std::vector<Example> ex = {{{1, 2, 3, 4, 5}, {0, 0, 0, 1, 1}}, {{6, 7, 8}, {0, 1, 1}}};
   InstructionLoader padded(ex, 2, 6, /*pack=*/false, 0, "test");
