@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "testing/error_of.h"
 
 namespace axle::text {
 namespace {
@@ -29,14 +30,7 @@ std::vector<std::string> Lines(const std::string& path) {
   return lines;
 }
 
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using axle::testing::ErrorOf;
 
 class TokenizerGolden : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "testing/error_of.h"
 #include "train/corpus.h"
 
 namespace axle::train {
@@ -53,14 +54,6 @@ class DataTest : public ::testing::Test {
   static std::string LoadError(const std::string& path) {
     try {
       LoadTokens(path);
-    } catch (const Error& e) {
-      return e.what();
-    }
-    return "";
-  }
-  static std::string ErrorOfWrite(const std::function<void()>& f) {
-    try {
-      f();
     } catch (const Error& e) {
       return e.what();
     }
@@ -160,7 +153,7 @@ TEST_F(DataTest, Uint32ShardsRoundTrip) {
   EXPECT_EQ(bytes.size(), 1024u + 4 * tokens.size());
   const TokenData d = LoadTokens(path);
   EXPECT_EQ(d.tokens, tokens);
-  EXPECT_THAT(ErrorOfWrite([&] { WriteTokenShard(Path("small.bin"), tokens); }), HasSubstr("write a uint32"));
+  EXPECT_THAT(axle::testing::ErrorOf([&] { WriteTokenShard(Path("small.bin"), tokens); }), HasSubstr("write a uint32"));
 }
 
 TEST_F(DataTest, ShardTruncated) {

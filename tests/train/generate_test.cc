@@ -11,6 +11,7 @@
 
 #include "axle/metrics.h"
 #include "core/error.h"
+#include "testing/error_of.h"
 
 namespace axle::train {
 namespace {
@@ -21,14 +22,7 @@ std::string Golden(const std::string& name) {
   return std::string(AXLE_SOURCE_DIR) + "/tests/nn/goldens/llama_" + name;
 }
 
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using axle::testing::ErrorOf;
 
 class GreedyGolden : public ::testing::TestWithParam<std::string> {};
 

@@ -10,6 +10,7 @@
 
 #include "axle/nn.h"
 #include "core/error.h"
+#include "testing/error_of.h"
 
 namespace axle::train {
 namespace {
@@ -18,14 +19,7 @@ using ::testing::HasSubstr;
 
 std::string Golden(const std::string& path) { return std::string(AXLE_SOURCE_DIR) + "/tests/" + path; }
 
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using axle::testing::ErrorOf;
 
 std::string Write(const std::string& name, const std::string& text) {
   const std::string path = (std::filesystem::temp_directory_path() /
