@@ -124,9 +124,6 @@ void PrintProgress(int64_t done, int64_t total, double loss, double tok_s) {
             << std::flush;
 }
 
-// The batch of `step` as each device's slice (sharded data loading): a device loads only the rows
-// its coordinates along the batch axes select; devices that differ only in other axes (tp) share
-// one load.
 // The tokenizer of instruction data: --tokenizer, else the --init directory's.
 std::unique_ptr<text::Tokenizer> InstructionTokenizer(const TrainOptions& o) {
   namespace fs = std::filesystem;
@@ -150,6 +147,9 @@ std::vector<Tensor> BatchTensors(const Batch& b, int64_t rows, int64_t seq) {
   return t;
 }
 
+// The batch of `step` as each device's slice (sharded data loading): a device loads only the rows
+// its coordinates along the batch axes select; devices that differ only in other axes (tp) share
+// one load.
 std::vector<Tensor> LoadShardedBatch(const BatchSource& loader, int64_t step, const spmd::Mesh& mesh) {
   const spmd::PartitionSpec spec = BatchSpec(mesh);
   const ir::Mesh& m = mesh.ir_mesh();
