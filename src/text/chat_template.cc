@@ -7,10 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
-#include <cstring>
 
 #include "core/error.h"
 
@@ -148,10 +148,6 @@ class ExprParser {
   std::string Name() {
     if (Peek().kind != Tok::kName) fail_(fmt::format("expected a name but found '{}'", Peek().text));
     return toks_[pos_++].text;
-  }
-  void ExpectName(const char* n) {
-    if (!IsName(n)) fail_(fmt::format("expected '{}' but found '{}'", n, Peek().text));
-    ++pos_;
   }
 
  private:
@@ -539,11 +535,10 @@ class Parser {
  private:
   [[noreturn]] void FailAt(int line, const std::string& m) const { Fail("{}: line {}: {}", where_, line, m); }
 
-  ExprPtr ParseExpr(const std::string& src, int line, ExprParser** keep = nullptr) {
+  ExprPtr ParseExpr(const std::string& src, int line) {
     ExprParser p(src, [&](const std::string& m) { FailAt(line, fmt::format("{} in '{}'", m, src)); });
     ExprPtr e = p.ParseExpression();
     if (!p.AtEnd()) FailAt(line, fmt::format("unexpected '{}' in '{}'", p.Peek().text, src));
-    (void)keep;
     return e;
   }
 
