@@ -35,7 +35,7 @@ class ChatTemplate {
   // Objects keep their keys' order (ordered_json), as Python dicts do for tojson.
   std::string Render(const nlohmann::ordered_json& context) const;
 
-  struct Node;  // the parsed template (chat_template.cc)
+  struct Node;  // the parsed template (chat_template_internal.h)
 
  private:
   std::shared_ptr<const Node> root_;
