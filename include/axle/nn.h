@@ -245,6 +245,10 @@ class CausalLM : public Module {
   // The mean cross-entropy of forward_packed against targets [B, T] (-100 left out).
   Tensor loss_packed(const Tensor& idx, const Tensor& targets, const Tensor& positions,
                      const Tensor& segments) const;
+
+ private:
+  void CheckTargets(const Tensor& idx, const Tensor& targets) const;
+  Tensor Loss(const Tensor& logits, const Tensor& targets) const;
 };
 
 // ---- GPT-2 ------------------------------------------------------------------------------------

@@ -47,16 +47,22 @@ std::string ModelType(const nlohmann::json& config, std::string_view source) {
 
 }  // namespace
 
-Tensor CausalLM::forward(const Tensor& idx, const Tensor& targets) const {
-  if (targets.sizes() != idx.sizes() || !IsInteger(targets.dtype())) {
-    Fail("{}: targets {} must be integers of idx's shape {}", type_name(), targets.type_string(),
-         idx.type_string());
-  }
-  ModuleScope scope(*this);
-  Tensor logits = forward(idx);
-  const int64_t BT = idx.size(0) * idx.size(1);
+// The mean cross-entropy of logits [B, T, V] against targets [B, T] (-100 left out).
+Tensor CausalLM::Loss(const Tensor& logits, const Tensor& targets) const {
+  const int64_t BT = targets.size(0) * targets.size(1);
   NameScope loss_scope("loss");
   return cross_entropy(logits.reshape({BT, vocab_size()}), targets.reshape({BT}));
+}
+
+void CausalLM::CheckTargets(const Tensor& idx, const Tensor& targets) const {
+  if (targets.sizes() != idx.sizes() || !IsInteger(targets.dtype()))
+    Fail("{}: targets {} must be integers of idx's shape {}", type_name(), targets.type_string(), idx.type_string());
+}
+
+Tensor CausalLM::forward(const Tensor& idx, const Tensor& targets) const {
+  CheckTargets(idx, targets);
+  ModuleScope scope(*this);
+  return Loss(forward(idx), targets);
 }
 
 Tensor CachedAttention(const Tensor& q, const Tensor& k_new, const Tensor& v_new, Tensor& k_cache,
@@ -91,13 +97,9 @@ void CheckCache(const std::string& model, const KVCache& cache, int64_t batch, i
 
 Tensor CausalLM::loss_packed(const Tensor& idx, const Tensor& targets, const Tensor& positions,
                              const Tensor& segments) const {
-  if (targets.sizes() != idx.sizes() || !IsInteger(targets.dtype()))
-    Fail("{}: targets {} must be integers of idx's shape {}", type_name(), targets.type_string(), idx.type_string());
+  CheckTargets(idx, targets);
   ModuleScope scope(*this);
-  Tensor logits = forward_packed(idx, positions, segments);
-  const int64_t BT = idx.size(0) * idx.size(1);
-  NameScope loss_scope("loss");
-  return cross_entropy(logits.reshape({BT, vocab_size()}), targets.reshape({BT}));
+  return Loss(forward_packed(idx, positions, segments), targets);
 }
 
 std::string ConfigSource(const std::string& path) {
