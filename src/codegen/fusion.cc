@@ -20,8 +20,10 @@ using ir::Node;
 using ir::OpKind;
 using ir::Value;
 
-bool IsF(DType t) { return t == DType::kF32 || t == DType::kF64; }
-// Fused kernels hold f32, f64, bool and the integer dtypes (i8, i32, i64, u8, u32).
+// Fused kernels hold every float dtype (bf16 and f16 as floats, rounded after each op: Note
+// [Halves in generated kernels], emit_cpp.cc), bool and the integer dtypes (i8, i32, i64, u8, u32).
+bool IsHalf(DType t) { return t == DType::kBF16 || t == DType::kF16; }
+bool IsF(DType t) { return t == DType::kF32 || t == DType::kF64 || IsHalf(t); }
 bool IsFB(DType t) { return IsF(t) || t == DType::kBool || IsInteger(t); }
 bool IsNum(DType t) { return IsF(t) || IsInteger(t); }
 bool IsIB(DType t) { return t == DType::kBool || IsInteger(t); }
@@ -107,7 +109,7 @@ bool IsFusible(const Node& n) {
     case OpKind::kNot: case OpKind::kAnd: case OpKind::kOr: case OpKind::kXor:
       return IsIB(r) && all_ops([&](DType t) { return t == r; });
     case OpKind::kIota:
-      return IsFB(r);
+      return IsFB(r) && !IsHalf(r);  // a coordinate rounded to 8 or 11 bits: the executor's kernel
     case OpKind::kSlice:
     case OpKind::kTranspose:
       return IsFB(r) && n.operand(0)->dtype() == r;
@@ -115,6 +117,8 @@ bool IsFusible(const Node& n) {
       return IsFB(r) && n.operand(0)->dtype() == DType::kBool && n.operand(1)->dtype() == r &&
              n.operand(2)->dtype() == r;
     case OpKind::kConvert:
+      // An integer becomes a half by integer rounding (Note [Single rounding]): the executor's.
+      return IsFB(r) && IsFB(n.operand(0)->dtype()) && !(IsHalf(r) && IsInteger(n.operand(0)->dtype()));
     case OpKind::kBroadcastInDim:
     case OpKind::kReshape:
       return IsFB(r) && IsFB(n.operand(0)->dtype());

@@ -1,7 +1,9 @@
 // Loop fusion: partitions a function's nodes into kernels (docs/compiler.md).
 //
-// A fused kernel is a connected set of elementwise ops (f32/f64, bool, and the integer dtypes
-// i8/i32/i64/u8/u32), plus the broadcast_in_dim, reshape, slice, transpose and iota nodes that
+// A fused kernel is a connected set of elementwise ops (every float dtype: f32/f64, and bf16/f16
+// computed in f32 and rounded after each op, Note [Halves in generated kernels] in emit_cpp.cc;
+// bool, and the integer dtypes i8/i32/i64/u8/u32), plus the broadcast_in_dim, reshape, slice,
+// transpose and iota nodes that
 // feed them, all over one loop domain (the element count of the group's results). Every node of
 // a group is evaluated at the flat output index i of one loop; reshape and count-preserving
 // broadcasts are identities on i, a broadcast_in_dim, slice or transpose of a value from outside
@@ -27,7 +29,7 @@
 // walk that decides a recomputation stops at it as at a value from outside. Recomputing repeats
 // the same operations in the same order, so results are bitwise those of the materialized value.
 //
-// Reductions with a fused prologue: a reduce (sum/max/min, f32/f64) whose reduced dims, once
+// Reductions with a fused prologue: a reduce (sum/max/min of any float dtype) whose reduced dims, once
 // dims of size 1 are dropped, are the innermost block (a row reduction, the operand viewed as
 // [A, R]) or the outermost block (a column reduction, [R, B]) and whose operand is an output of a
 // fused group becomes one kernel with that group (the prologue): the loop runs over the reduce's
@@ -44,8 +46,8 @@
 // runs one loop over the R elements for each reduction and one for the elementwise nodes after
 // the last. A layer norm was 5 kernels (3 passes over [A, R]), a softmax 5, and is now one.
 //
-// Every other node (dot_general, reduce, gather, ...; and elementwise ops on bf16/f16, integer
-// pow) is a kernel of its own that the runtime's per-node executor runs. Parameters and
+// Every other node (dot_general, reduce, gather, ...; integer pow, an iota of a half, an integer
+// converted to a half) is a kernel of its own that the runtime's per-node executor runs. Parameters and
 // constants are not kernels: they only bind buffers.
 #pragma once
 
@@ -108,7 +110,7 @@ std::vector<Kernel> KernelsOf(const ir::Function& f);
 const ir::Value* OuterInput(const Kernel& k, size_t j);
 const ir::Value* OuterOutput(const Kernel& k, size_t j);
 
-// A reduce a reduction kernel can compute: sum/max/min of f32/f64 whose reduced dims, with dims
+// A reduce a reduction kernel can compute: sum/max/min of a float dtype whose reduced dims, with dims
 // of size 1 dropped, are the innermost block (a row reduction) or the outermost block (a column
 // reduction, *column). Sets the reduced element count.
 bool ReductionView(const ir::Node& n, int64_t* reduced, bool* column);

@@ -809,6 +809,69 @@ TEST(CompiledBackendTest, RandomElementwiseProgramsBitwiseEqual) {
   EXPECT_GE(fused_programs, 200);  // the rest fold to constants or have no float elementwise op
 }
 
+// bf16 and f16 in fused kernels (Note [Halves in generated kernels]): elementwise math,
+// converts among all four float dtypes, and reductions of halves, bit for bit against the
+// interpreter (exact math; fast math is the op table's, `axle test-ops`).
+TEST(CompiledBackendTest, RandomHalfProgramsBitwiseEqual) {
+  testing::RegisterTestCustomCalls();
+  testing::RandomModuleOptions opts;
+  opts.dtypes = {DType::kBF16, DType::kF16, DType::kF32, DType::kF64};
+  opts.num_nodes = 12;
+  opts.max_functions = 1;
+  opts.ops = testing::ElementwiseHeavyOps();
+  int compared = 0, half_kernels = 0, half_reductions = 0;
+  auto is_half = [](const ir::Value* v) { return v->dtype() == DType::kBF16 || v->dtype() == DType::kF16; };
+  for (uint64_t seed = 9000; seed < 9000 + Seeds(250); ++seed) {
+    std::unique_ptr<ir::Module> m = testing::RandomModule(seed, opts);
+    std::vector<Literal> args = testing::RandomArguments(*m->entry(), seed);
+    ExpectSame(*m, args, "seed " + std::to_string(seed));
+    if (HasFatalFailure()) return;
+    auto copy = m->Clone();
+    for (const codegen::Kernel& k : FuseOptimized(*copy)) {
+      if (!k.fused) continue;
+      half_kernels += std::any_of(k.nodes.begin(), k.nodes.end(), [&](const ir::Node* n) { return is_half(n->result()); });
+      half_reductions += k.reduce != nullptr && is_half(k.reduce->result());
+    }
+    ++compared;
+  }
+  std::printf("[stats] %d programs, %d fused kernels computing halves, %d reductions of halves\n", compared,
+              half_kernels, half_reductions);
+  EXPECT_GE(compared, 250);
+  EXPECT_GE(half_kernels, 80);
+}
+
+// Reductions of halves in every kernel shape (row, column, a row kernel's softmax), each one
+// fused with its prologue and accumulating in double as the interpreter does: bitwise in exact
+// math, and the column sum in fast math too (its blocks of rows are for f32 sums alone).
+TEST(CompiledBackendTest, HalfReductionsBitwiseEqual) {
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    const int64_t R = 48, C = 300;
+    ir::Module m("half_reductions");
+    Builder b(m.AddFunction("main"));
+    Value* x = b.Parameter(0, TensorType(t, Shape{R, C}), "x");
+    Value* e = b.Unary(OpKind::kExp, b.Mul(x, x));
+    Value* row_sum = b.Reduce(b.Add(x, e), ReduceKind::kSum, {1});
+    Value* col_sum = b.Reduce(b.Mul(x, x), ReduceKind::kSum, {0});
+    Value* row_max = b.Reduce(x, ReduceKind::kMax, {1});
+    Value* shifted = b.Unary(OpKind::kExp, b.Sub(x, b.BroadcastInDim(row_max, Shape{R, C}, {0})));
+    Value* softmax = b.Div(shifted, b.BroadcastInDim(b.Reduce(shifted, ReduceKind::kSum, {1}), Shape{R, C}, {0}));
+    Value* wide = b.Reduce(b.Convert(x, DType::kF32), ReduceKind::kSum, {1});  // autocast's f32 sums
+    b.Return({row_sum, col_sum, softmax, wide});
+    auto copy = m.Clone();
+    const std::vector<codegen::Kernel> ks = FuseOptimized(*copy);
+    EXPECT_EQ(CountFused(ks), static_cast<int>(ks.size())) << codegen::DescribeKernels(ks);
+    Literal arg = RandomLiteral(t, {R, C}, 7);
+    ExpectSame(m, {arg}, fmt::format("{} reductions", DTypeName(t)));
+    FastMathScope fast(true);
+    std::vector<BufferPtr> want = runtime::GetBackend("interpreter").Compile(m)->Execute(Buffers({arg}));
+    std::vector<BufferPtr> got = runtime::GetBackend("compiled").Compile(m)->Execute(Buffers({arg}));
+    ASSERT_EQ(want.size(), got.size());
+    // The half column sum stays in order (blocks of rows are for f32 sums alone); the others hold
+    // a fast exp (within a half ulp) or are f32 lanes (reassociated).
+    EXPECT_TRUE(runtime::testutil::SameBits(*want[1], *got[1]));
+  }
+}
+
 // Integer dtypes, converts to and from floats, and the index maps (slice, transpose, iota) in
 // fused kernels: bit for bit against the interpreter.
 TEST(CompiledBackendTest, RandomIntegerProgramsBitwiseEqual) {

@@ -20,8 +20,23 @@ using ir::OpKind;
 using ir::Value;
 
 
+// Note [Halves in generated kernels]
+// A bf16 or f16 value is a float in the kernel: loaded by widening (exact), and every op whose
+// result is a half computes in float and rounds to the half at once (ax_round_bf16 / f16, the
+// interpreter's FloatToBF16 / FloatToF16 from core/half_functions.inc), so each value in the loop
+// is exactly the half the interpreter holds, and a store only narrows the bits. Ops that cannot
+// change a half's value (broadcast, reshape, slice, transpose, select) are not rounded. An f64
+// becomes a half through round-to-odd f32 (Note [Single rounding]); reductions of halves
+// accumulate in double as the others and round once. In fast math, the transcendental functions
+// of a half are the f32 polynomials' (emit_cpp.h: FastMathUlpBound f32 ulps, then one rounding to
+// the half: at most one half ulp from the interpreter's, equal unless the f32 result sits next to
+// a rounding boundary of the half).
+bool IsHalf(DType t) { return t == DType::kBF16 || t == DType::kF16; }
+
 const char* CType(DType t) {
   switch (t) {
+    case DType::kBF16:
+    case DType::kF16:
     case DType::kF32: return "float";
     case DType::kF64: return "double";
     case DType::kBool: return "bool";
@@ -33,8 +48,34 @@ const char* CType(DType t) {
     default: Fail("internal error: codegen of dtype {}", DTypeName(t));
   }
 }
-// Storage type (bool is one byte 0/1).
-const char* SType(DType t) { return t == DType::kBool ? "uint8_t" : CType(t); }
+// Storage type (bool is one byte 0/1, a half its 16 bits).
+const char* SType(DType t) {
+  if (IsHalf(t)) return "uint16_t";
+  return t == DType::kBool ? "uint8_t" : CType(t);
+}
+
+std::string StoreText(DType t, const std::string& v) {
+  if (t == DType::kBool) return fmt::format("static_cast<uint8_t>({})", v);
+  if (t == DType::kBF16) return fmt::format("ax_f32_to_bf16({})", v);
+  if (t == DType::kF16) return fmt::format("ax_f32_to_f16({})", v);
+  return v;
+}
+
+std::string LoadText(DType t, const std::string& stored) {
+  if (t == DType::kBool) return fmt::format("({} != 0)", stored);
+  if (t == DType::kBF16) return fmt::format("ax_bf16_to_f32({})", stored);
+  if (t == DType::kF16) return fmt::format("ax_f16_to_f32({})", stored);
+  return stored;
+}
+
+namespace {
+// `e`, a float expression, rounded to half dtype t (Note [Halves in generated kernels]).
+std::string RoundTo(DType t, const std::string& e) {
+  if (t == DType::kBF16) return fmt::format("ax_round_bf16({})", e);
+  if (t == DType::kF16) return fmt::format("ax_round_f16({})", e);
+  return e;
+}
+}  // namespace
 
 std::string CompareOp(ir::CompareDir d) {
   switch (d) {
@@ -83,14 +124,29 @@ std::string IntExpr(const Node& n, const std::vector<std::string>& a) {
   }
 }
 
+namespace {
+std::string FloatExpr(const Node& n, const std::vector<std::string>& a, const EmitOptions& options);
+}  // namespace
+
 std::string Expr(const Node& n, const std::vector<std::string>& a, const EmitOptions& options) {
   const DType r = n.result()->dtype();
-  const std::string T = CType(r);
   const bool int_op = IsInteger(r) || (n.op() == OpKind::kConvert && IsInteger(n.operand(0)->dtype()) &&
                                        r != DType::kBool);
   if (int_op && n.op() != OpKind::kSelect) return IntExpr(n, a);
+  // Note [Halves in generated kernels]: a half result is rounded, unless the op only moves or
+  // picks values of its own dtype.
+  const bool exact = n.op() == OpKind::kSelect || (n.op() == OpKind::kConvert && n.operand(0)->dtype() == r);
+  return exact ? FloatExpr(n, a, options) : RoundTo(r, FloatExpr(n, a, options));
+}
+
+namespace {
+std::string FloatExpr(const Node& n, const std::vector<std::string>& a, const EmitOptions& options) {
+  const DType r = n.result()->dtype();
+  const std::string T = CType(r);
   auto call = [&](const char* fn) { return fmt::format("{}({})", fn, a[0]); };
-  if (!options.exact_math && r == DType::kF32) {
+  // The fast f32 functions, for f32 and (rounded after) for halves; sin and cos only for f32
+  // (Note [Checked sin and cos] checks f32 kernels alone).
+  if (!options.exact_math && (r == DType::kF32 || IsHalf(r))) {
     switch (n.op()) {
       case OpKind::kExp: return call("ax_fexp");
       case OpKind::kLog: return call("ax_flog");
@@ -98,8 +154,8 @@ std::string Expr(const Node& n, const std::vector<std::string>& a, const EmitOpt
       case OpKind::kTanh: return call("ax_ftanh");
       case OpKind::kLogistic: return call("ax_flogistic");
       case OpKind::kErf: return call("ax_ferf");
-      case OpKind::kSin: if (options.fast_trig) return call("ax_fsin"); break;
-      case OpKind::kCos: if (options.fast_trig) return call("ax_fcos"); break;
+      case OpKind::kSin: if (options.fast_trig && r == DType::kF32) return call("ax_fsin"); break;
+      case OpKind::kCos: if (options.fast_trig && r == DType::kF32) return call("ax_fcos"); break;
       default: break;
     }
   }
@@ -142,12 +198,15 @@ std::string Expr(const Node& n, const std::vector<std::string>& a, const EmitOpt
       if (from == r) return a[0];
       if (r == DType::kBool) return a[0] + " != 0";
       if (from == DType::kBool) return fmt::format("{0} ? {1}(1) : {1}(0)", a[0], T);
-      if (from == DType::kF32) return fmt::format("static_cast<double>({})", a[0]);
-      return call("ax_narrow");
+      // Float to float: halves and f32 are floats here; a half from f64 rounds through odd f32.
+      if (r == DType::kF64) return fmt::format("static_cast<double>({})", a[0]);
+      if (from != DType::kF64) return a[0];
+      return r == DType::kF32 ? call("ax_narrow") : call("ax_f64_to_f32_odd");
     }
     default: Fail("internal error: no codegen for op {}", n.name());
   }
 }
+}  // namespace
 
 std::string Index::Coord(int64_t stride, int64_t extent, bool mod) const {
   const int64_t L = row;
@@ -266,8 +325,7 @@ std::string BodyContext::Load(const Value* v, const std::string& index) const {
   if (InlinedConstant(v)) return ConstantText(v);
   const int j = input_index.at(v);
   if (index == "0" && v->shape().NumElements() == 1) return fmt::format("s{}", j);  // ScalarDecls
-  if (v->dtype() == DType::kBool) return fmt::format("(in{}[{}] != 0)", j, index);
-  return fmt::format("in{}[{}]", j, index);
+  return LoadText(v->dtype(), fmt::format("in{}[{}]", j, index));
 }
 
 std::string BodyContext::ScalarDecls() const {
@@ -275,8 +333,7 @@ std::string BodyContext::ScalarDecls() const {
   for (size_t j = 0; j < kernel->inputs.size(); ++j) {
     const Value* v = kernel->inputs[j];
     if (v->shape().NumElements() != 1 || InlinedConstant(v)) continue;
-    if (v->dtype() == DType::kBool) s += fmt::format("  const bool s{0} = in{0}[0] != 0;\n", j);
-    else s += fmt::format("  const {0} s{1} = in{1}[0];\n", CType(v->dtype()), j);
+    s += fmt::format("  const {} s{} = {};\n", CType(v->dtype()), j, LoadText(v->dtype(), fmt::format("in{}[0]", j)));
   }
   return s;
 }
@@ -307,8 +364,10 @@ std::string ReduceCombine(ir::ReduceKind kind, const std::string& acc, const std
 }
 
 std::string ReduceFinish(const Node& reduce, int64_t reduced, const std::string& acc) {
-  const std::string T = CType(reduce.result()->dtype());
+  const DType t = reduce.result()->dtype();
+  const std::string T = CType(t);
   if (reduce.attrs_as<ir::ReduceAttrs>().kind == ir::ReduceKind::kSum && reduced == 0) return T + "(0)";
+  if (IsHalf(t)) return RoundTo(t, fmt::format("ax_f64_to_f32_odd({})", acc));  // Note [Single rounding]
   return fmt::format("static_cast<{}>({})", T, acc);
 }
 
@@ -400,13 +459,8 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
     // Outputs written at i (a reduction kernel's outputs[0], its reduce, is written per output).
     const std::string store_ind = mode == 2 ? ind + "  " : ind;
     if (mode == 2) body += ind + "if (ax_far_i) {\n";
-    for (size_t j = k.reduce ? 1 : 0; j < k.outputs.size(); ++j) {
-      const std::string& v = var.at(k.outputs[j]);
-      if (k.outputs[j]->dtype() == DType::kBool)
-        body += fmt::format("{}out{}[i] = static_cast<uint8_t>({});\n", store_ind, j, v);
-      else
-        body += fmt::format("{}out{}[i] = {};\n", store_ind, j, v);
-    }
+    for (size_t j = k.reduce ? 1 : 0; j < k.outputs.size(); ++j)
+      body += fmt::format("{}out{}[i] = {};\n", store_ind, j, StoreText(k.outputs[j]->dtype(), var.at(k.outputs[j])));
     if (mode == 2) body += ind + "}\n";
   };
   build(checked_trig ? 1 : 0);
@@ -461,7 +515,7 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
   };
   const int64_t P = ColumnRowBlocks(k, options);
   if (P == 1) {
-    column_blocks("begin", "end", "0", std::to_string(R), "out0[b0 + j] = " + ReduceFinish(*k.reduce, R, "acc[j]"));
+    column_blocks("begin", "end", "0", std::to_string(R), "out0[b0 + j] = " + StoreText(k.reduce->result()->dtype(), ReduceFinish(*k.reduce, R, "acc[j]")));
     s += "}\n";
     return;
   }
@@ -473,7 +527,7 @@ void EmitKernel(const Kernel& k, const std::string& name, const EmitOptions& opt
   s += fmt::format("    for (int64_t j = 0; j < {}; ++j) {{\n", B);
   s += fmt::format("      double a = {};\n", ReduceInit(kind));
   s += fmt::format("      for (int64_t p = 0; p < {}; ++p) a = a + part[p * {} + j];\n", P, B);
-  s += "      out0[j] = " + ReduceFinish(*k.reduce, R, "a") + ";\n    }\n    return;\n  }\n";
+  s += "      out0[j] = " + StoreText(k.reduce->result()->dtype(), ReduceFinish(*k.reduce, R, "a")) + ";\n    }\n    return;\n  }\n";
   s += "  for (int64_t p = begin; p < end; ++p) {\n";
   s += fmt::format("  const int64_t r0 = {0} * p / {1}, r1 = {0} * (p + 1) / {1};\n", R, P);
   column_blocks("0", std::to_string(B), "r0", "r1", fmt::format("part[p * {} + b0 + j] = acc[j]", B));

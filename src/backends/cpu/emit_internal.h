@@ -14,8 +14,13 @@
 namespace axle::codegen::internal {
 
 // The C type of a value of dtype t in expressions, and in memory (bool is one byte 0/1).
+// A half (bf16, f16) is a float in expressions and its 16 bits in memory (Note [Halves in
+// generated kernels], emit_cpp.cc).
 const char* CType(DType t);
 const char* SType(DType t);
+// The stored form of expression value v, and the value of stored element `stored`.
+std::string StoreText(DType t, const std::string& v);
+std::string LoadText(DType t, const std::string& stored);
 
 // The expression of elementwise node n over the operand expressions `a` (the interpreter's
 // numerics; fast f32 functions when options.exact_math is false).

@@ -116,6 +116,10 @@ struct Accumulator {
   }
 };
 
+// A row buffer's element type: the value as the loops hold it (a half as its float, which it
+// is exactly), bool as a byte.
+const char* BufferType(DType t) { return t == DType::kBool ? "uint8_t" : CType(t); }
+
 }  // namespace
 
 void EmitRowKernel(const Kernel& k, const std::string& name, const EmitOptions& options, std::string& s) {
@@ -171,7 +175,8 @@ void EmitRowKernel(const Kernel& k, const std::string& name, const EmitOptions& 
       const Node* n = stack.back();
       stack.pop_back();
       if (compute[t].count(n) || reload[t].count(n)) continue;
-      const int64_t bytes = R * static_cast<int64_t>(DTypeSize(n->result()->dtype()));
+      const DType dt = n->result()->dtype();
+      const int64_t bytes = R * (dt == DType::kBF16 || dt == DType::kF16 ? 4 : static_cast<int64_t>(DTypeSize(dt)));
       if (home.count(n) && !buffer.count(n) && Costly(*n) && buffer_bytes + bytes <= kRowBufferBytes) {
         buffer_bytes += bytes;
         const size_t b = buffer.size();
@@ -210,7 +215,7 @@ void EmitRowKernel(const Kernel& k, const std::string& name, const EmitOptions& 
   std::vector<const Node*> buffered(buffer.size());  // in buffer order: the source is deterministic
   for (const auto& [n, b] : buffer) buffered[b] = n;
   for (size_t b = 0; b < buffered.size(); ++b)
-    s += fmt::format("  {} rb{}[{}];\n", SType(buffered[b]->result()->dtype()), b, R);
+    s += fmt::format("  {} rb{}[{}];\n", BufferType(buffered[b]->result()->dtype()), b, R);
   std::vector<Accumulator> acc;
   for (size_t q = 0; q < reduces.size(); ++q) {
     acc.emplace_back(reduces[q], q, R, options);
@@ -228,8 +233,7 @@ void EmitRowKernel(const Kernel& k, const std::string& name, const EmitOptions& 
   auto store = [&](const Value* v, const std::string& var, const std::string& index, const std::string& ind) {
     auto it = out_index.find(v);
     if (it == out_index.end()) return std::string();
-    if (v->dtype() == DType::kBool) return fmt::format("{}out{}[{}] = static_cast<uint8_t>({});\n", ind, it->second, index, var);
-    return fmt::format("{}out{}[{}] = {};\n", ind, it->second, index, var);
+    return fmt::format("{}out{}[{}] = {};\n", ind, it->second, index, StoreText(v->dtype(), var));
   };
   int counter = 0;
   auto emit_per_row = [&](int l) {
