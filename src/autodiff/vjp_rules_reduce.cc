@@ -2,6 +2,7 @@
 //
 // Notation: x = operand 0, r = the result, g = r's cotangent.
 #include <algorithm>
+#include <array>
 #include <numeric>
 
 #include "autodiff/vjp_internal.h"
@@ -143,10 +144,14 @@ Value* DotSide(Builder& b, Value* g, Value* self, Value* other,
 }
 
 // dot_general: the standard XLA VJP, one dot_general per operand (see DotSide).
-Cotangents DotGeneralVjp(Builder& b, const Node& n, G g) {
+Cotangents DotGeneralVjp(Builder& b, const Node& n, G g_in) {
   const auto& a = n.attrs_as<ir::DotGeneralAttrs>();
   Value* lhs = X(n, 0);
   Value* rhs = X(n, 1);
+  // An f32 product of halves: its cotangent goes back in the operands' dtype, as each side's
+  // product is one of halves again.
+  Value* g0 = g_in[0]->dtype() == lhs->dtype() ? g_in[0] : b.Convert(g_in[0], lhs->dtype());
+  const std::array<Value*, 1> g = {g0};
   const int64_t nb = static_cast<int64_t>(a.lhs_batch.size());
   const int64_t lhs_free = lhs->type().rank() - nb - static_cast<int64_t>(a.lhs_contracting.size());
   Value* gl = DotSide(b, g[0], lhs, rhs, a.lhs_batch, a.lhs_contracting, a.rhs_batch,

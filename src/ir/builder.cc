@@ -62,6 +62,15 @@ Value* Builder::Convert(Value* x, DType to) {
   return Build1(OpKind::kConvert, {x}, NoAttrs{}, {TensorType(to, x->shape())});
 }
 
+Value* Builder::DotGeneral(Value* lhs, Value* rhs, DotGeneralAttrs attrs, DType result) {
+  if (result == lhs->dtype()) return DotGeneral(lhs, rhs, std::move(attrs));
+  // The declared type: the rule's shape with `result` (the rule checks the dtype).
+  ir::TensorType t = InferResultTypes(OpKind::kDotGeneral, std::vector<TensorType>{lhs->type(), rhs->type()}, attrs,
+                                      {}, ctx_)[0];
+  t.dtype = result;
+  return Build1(OpKind::kDotGeneral, {lhs, rhs}, std::move(attrs), {t});
+}
+
 Value* Builder::BroadcastInDim(Value* x, Shape shape, std::vector<int64_t> dims) {
   return Build1(OpKind::kBroadcastInDim, {x}, BroadcastInDimAttrs{std::move(dims)},
                 {TensorType(x->dtype(), std::move(shape))});

@@ -68,6 +68,8 @@ class Builder {
   Value* DotGeneral(Value* lhs, Value* rhs, DotGeneralAttrs attrs) {
     return Build1(OpKind::kDotGeneral, {lhs, rhs}, std::move(attrs));
   }
+  // A product of bf16 / f16 operands whose result is f32 (result = f32), or of the operands' dtype.
+  Value* DotGeneral(Value* lhs, Value* rhs, DotGeneralAttrs attrs, DType result);
   // [..., m, k] x [k, n] -> [..., m, n]: contracts lhs's last dim with rhs's first.
   Value* MatMul(Value* lhs, Value* rhs);
 

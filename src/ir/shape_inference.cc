@@ -376,7 +376,7 @@ Types SortRule(Operands ops, const Attrs& a, Declared, const ShapeContext&) {
 // ---------------------------------------------------------------------------------------------
 // Contraction.
 
-Types DotGeneralRule(Operands ops, const Attrs& a, Declared, const ShapeContext&) {
+Types DotGeneralRule(Operands ops, const Attrs& a, Declared declared, const ShapeContext&) {
   const auto& d = std::get<DotGeneralAttrs>(a);
   const TensorType& l = ops[0];
   const TensorType& r = ops[1];
@@ -403,7 +403,17 @@ Types DotGeneralRule(Operands ops, const Attrs& a, Declared, const ShapeContext&
   dims.insert(dims.end(), lhs_free.dims().begin(), lhs_free.dims().end());
   dims.insert(dims.end(), rhs_free.dims().begin(), rhs_free.dims().end());
   if (!CheckedNumElements(dims)) Fail("result shape overflows");
-  return {TensorType(l.dtype, Shape(std::move(dims)))};
+  // The result has the operands' dtype, or f32 for bf16 / f16 operands when the node says so
+  // (XLA's preferred_element_type: the products' sums come out unrounded; the partitioner's
+  // partial products of halves, Note [Partial products of halves] in spmd/partitioner.cc).
+  DType result = l.dtype;
+  if (declared.size() == 1 && declared[0].dtype != l.dtype) {
+    if (declared[0].dtype != DType::kF32 || (l.dtype != DType::kBF16 && l.dtype != DType::kF16))
+      Fail("result dtype {} must be the operands' {} (or f32 for bf16 and f16 operands)",
+           DTypeName(declared[0].dtype), DTypeName(l.dtype));
+    result = DType::kF32;
+  }
+  return {TensorType(result, Shape(std::move(dims)))};
 }
 
 // ---------------------------------------------------------------------------------------------

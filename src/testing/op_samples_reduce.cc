@@ -189,7 +189,13 @@ void AddSort(std::vector<OpSample>& out) {
 
 OpSample Dot(std::string what, DotGeneralAttrs d, Literal lhs, Literal rhs, Literal expected) {
   std::string name = fmt::format("dot_general.{}.{}", what, Name(lhs.dtype()));
-  return Sample(std::move(name), OpKind::kDotGeneral, std::move(d), {std::move(lhs), std::move(rhs)}, {std::move(expected)});
+  // A result dtype other than the operands' (f32 from halves) is stated on the node.
+  std::vector<TensorType> declared;
+  if (expected.dtype() != lhs.dtype()) declared.push_back(expected.type());
+  OpSample s = Sample(std::move(name), OpKind::kDotGeneral, std::move(d), {std::move(lhs), std::move(rhs)},
+                      {std::move(expected)});
+  s.declared = std::move(declared);
+  return s;
 }
 
 void AddDotGeneral(std::vector<OpSample>& out) {
@@ -219,6 +225,12 @@ void AddDotGeneral(std::vector<OpSample>& out) {
                     Lit(DType::kBF16, {}, {258})));
   out.push_back(Dot("double_acc", DG{{}, {}, {0}, {0}}, Lit(DType::kF16, {2}, {256, 256}), Lit(DType::kF16, {2}, {256, -255}),
                     Lit(DType::kF16, {}, {256})));
+  // An f32 result from halves (Note [Partial products of halves]): the sum unrounded to the half
+  // (257.5 would be 258 in bf16, 2049.5 would be 2050 in f16).
+  out.push_back(Dot("f32_result", DG{{}, {}, {0}, {0}}, Lit(DType::kBF16, {3}, {256, 1, 0.5}), Lit(DType::kBF16, {3}, {1, 1, 1}),
+                    Lit(DType::kF32, {}, {257.5})));
+  out.push_back(Dot("f32_result", DG{{}, {}, {1}, {0}}, Lit(DType::kF16, {2, 3}, {2048, 1, 0.5, 1, 2, 3}),
+                    Lit(DType::kF16, {3, 2}, {1, 0, 1, 0, 1, 1}), Lit(DType::kF32, {2, 2}, {2049.5, 0.5, 6, 3})));
   out.push_back(Dot("nan", DG{{}, {}, {0}, {0}}, Lit(DType::kF32, {2}, {kInf, 1}), Lit(DType::kF32, {2}, {0, 1}), Lit(DType::kF32, {}, {kNaN})));
   out.push_back(Dot("wrap", DG{{}, {}, {0}, {0}}, Ints(DType::kI32, {2}, {65536, 3}), Ints(DType::kI32, {2}, {65536, 1}), Ints(DType::kI32, {}, {3})));
   out.push_back(Dot("wrap", DG{{}, {}, {0}, {0}}, Ints(DType::kU8, {2}, {16, 255}), Ints(DType::kU8, {2}, {16, 1}), Ints(DType::kU8, {}, {255})));

@@ -43,6 +43,24 @@ TEST(Verifier, WrongDeclaredResultType) {
                         "operand types: (f32[4], f32[4])", "axle opt --passes=verify bad.axir"});
 }
 
+// dot_general's result is the operands' dtype, or f32 for halves (XLA's preferred_element_type);
+// nothing else.
+TEST(Verifier, DotResultDtype) {
+  Module m;
+  Function* f = m.AddFunction("main");
+  Builder b(f);
+  Value* x = b.Parameter(0, TensorType(DType::kBF16, Shape{2, 3}), "x");
+  Value* y = b.Parameter(1, TensorType(DType::kBF16, Shape{3, 4}), "y");
+  ir::DotGeneralAttrs d;
+  d.lhs_contracting = {1};
+  d.rhs_contracting = {0};
+  Value* wide = b.DotGeneral(x, y, d, DType::kF32);
+  EXPECT_EQ(wide->type(), TensorType(DType::kF32, Shape{2, 4}));
+  Node* n = f->AddNode(OpKind::kDotGeneral, {x, y}, d, {TensorType(DType::kI32, Shape{2, 4})});
+  b.Return({wide, n->result()});
+  ExpectVerifyError(m, {"dot_general: result dtype i32 must be the operands' bf16 (or f32 for bf16 and f16 operands)"});
+}
+
 TEST(Verifier, MismatchedOperandTypes) {
   Module m;
   Function* f = m.AddFunction("main");

@@ -281,7 +281,7 @@ TEST(CpuDotTest, EveryLayoutThroughBlas) {
       {"matrix-vector", {48, 40}, {40}, {{}, {}, {1}, {0}}},
   };
   ASSERT_LE(cpu::BlasMinFlops(), 48 * 40 * 56);
-  for (DType t : {DType::kF32, DType::kF64}) {
+  for (DType t : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
     for (const DotCase& c : cases) {
       SCOPED_TRACE(std::string(c.name) + " " + std::string(DTypeName(t)));
       ir::Module m("dot");
@@ -289,8 +289,9 @@ TEST(CpuDotTest, EveryLayoutThroughBlas) {
       Value* x = b.Parameter(0, TensorType(t, c.lhs));
       Value* y = b.Parameter(1, TensorType(t, c.rhs));
       b.Return({b.DotGeneral(x, y, c.attrs)});
-      const double rel = t == DType::kF32 ? 1e-5 : 1e-12;
-      // Sums of 40 products of values in [-1, 1): compare relative to a scale of 1.
+      // Sums of 40 products of values in [-1, 1): compare relative to a scale of 1. A half's f32
+      // sum (Note [Products of halves]) can round to the neighbour of the interpreter's: one ulp.
+      const double rel = t == DType::kF32 ? 1e-5 : t == DType::kF64 ? 1e-12 : t == DType::kBF16 ? 0x1p-7 : 0x1p-10;
       const int64_t copies = cpu::DotOperandCopies();
       const int runs = ExpectSame(m, {RandomLiteral(t, c.lhs, 1), RandomLiteral(t, c.rhs, 2)}, rel);
       EXPECT_EQ(cpu::DotOperandCopies() - copies, c.copies * runs);
@@ -511,6 +512,27 @@ TEST(CpuDotTest, TiledProductsMatchTheInterpreter) {
     ExpectSame(mod, {RandomLiteral(DType::kF32, {m, 8}, 1), RandomLiteral(DType::kF32, {8, n}, 2)}, 1e-5);
   }
   CheckNonFiniteDot<float>(4200, 24, 1040);
+}
+
+// Note [Products of halves]: a large bf16 product cut into tiles, and products of halves with an
+// inf or a NaN (the exact loop: bitwise), on every BLAS (with oneDNN, bf16 goes through its bf16
+// GEMM where this CPU has one; with OpenBLAS, widened to f32).
+TEST(CpuDotTest, HalfProductsTiledAndNonFinite) {
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(std::string(DTypeName(t)));
+    ir::Module tiled("dot");
+    Builder b(tiled.AddFunction("main"));
+    b.Return({b.MatMul(b.Parameter(0, TensorType(t, Shape{4200, 8})), b.Parameter(1, TensorType(t, Shape{8, 1040})))});
+    ExpectSame(tiled, {RandomLiteral(t, {4200, 8}, 1), RandomLiteral(t, {8, 1040}, 2)},
+               t == DType::kBF16 ? 0x1p-7 : 0x1p-10);
+    ir::Module special("dot");
+    Builder c(special.AddFunction("main"));
+    c.Return({c.MatMul(c.Parameter(0, TensorType(t, Shape{64, 48})), c.Parameter(1, TensorType(t, Shape{48, 96})))});
+    Literal x = RandomLiteral(t, {64, 48}, 3), y = RandomLiteral(t, {48, 96}, 4);
+    x.SetDouble(5 * 48 + 7, std::numeric_limits<double>::infinity());
+    y.SetDouble(9 * 96 + 11, std::numeric_limits<double>::quiet_NaN());
+    ExpectSame(special, {x, y}, 0);
+  }
 }
 
 TEST(CpuDotTest, SmallDotsAreExactAndEmptyContractionIsZero) {

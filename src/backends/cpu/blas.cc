@@ -248,6 +248,7 @@ const Mkl& LoadMkl() {
 
 struct Dnnl {
   DnnlSgemm sgemm = nullptr;
+  DnnlGemmBf16 gemm_bf16 = nullptr;  // when it computes a probe product right on this CPU
   void (*threads)(int) = nullptr;  // omp_set_num_threads; null for a sequential build
   std::string detail;              // version and path when loaded
   std::string error;               // why not, when not
@@ -260,6 +261,16 @@ struct DnnlVersion {
   unsigned cpu_runtime, gpu_runtime;
 };
 constexpr unsigned kDnnlRuntimeSeq = 1, kDnnlRuntimeOmp = 2;
+
+// Whether the CPU has AVX512-BF16 (vdpbf16ps).
+bool HostHasAvx512Bf16() {
+#if defined(__x86_64__) && !defined(__clang__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
 
 const Dnnl& LoadDnnl() {
   static const Dnnl dnnl = [] {
@@ -299,6 +310,19 @@ const Dnnl& LoadDnnl() {
       return d;
     }
     d.sgemm = sgemm;
+    // bf16 products: only where the CPU multiplies bf16 itself (AVX512-BF16's vdpbf16ps: twice
+    // the f32 rate). oneDNN also runs them on plain AVX-512 by converting to f32 inside its
+    // kernels, which cannot beat its own sgemm, so there the products are widened as everywhere
+    // else (Note [Products of halves], dot.cc). It answers dnnl_unimplemented where it has no
+    // kernel, so one small product decides too. The probe runs on this thread, which then keeps
+    // OpenMP to one thread as every caller does.
+    auto bf16 = reinterpret_cast<DnnlGemmBf16>(::dlsym(handle, "dnnl_gemm_bf16bf16f32"));
+    if (bf16 != nullptr && HostHasAvx512Bf16()) {
+      if (d.threads != nullptr) d.threads(1);
+      const uint16_t a[2] = {0x3f80, 0x4000}, b[2] = {0x4040, 0xbf80};  // 1, 2 and 3, -1
+      float c[1] = {-1.0f};
+      if (bf16('N', 'N', 1, 1, 2, 1.0f, a, 2, b, 1, 0.0f, c, 1) == 0 && c[0] == 1.0f) d.gemm_bf16 = bf16;
+    }
     d.detail = fmt::format("oneDNN {}.{}.{} ({}), {}", v.major, v.minor, v.patch,
                            v.cpu_runtime == kDnnlRuntimeOmp ? "OpenMP, one thread a caller" : "sequential", path);
     return d;
@@ -354,6 +378,8 @@ BlasLibrary MakeOnednn(const std::string& why_not_mkl) {
                          b.detail, why_not_mkl.empty() ? "" : fmt::format(" (MKL not loaded: {})", why_not_mkl));
   b.dnnl_sgemm = d.sgemm;
   b.dnnl_threads = d.threads;
+  b.dnnl_gemm_bf16 = d.gemm_bf16;
+  b.detail += d.gemm_bf16 ? "; bf16 products by oneDNN's gemm_bf16bf16f32" : "; bf16 products widened to f32";
   return b;
 }
 

@@ -23,6 +23,12 @@ using CblasDgemm = void (*)(int order, int trans_a, int trans_b, int M, int N, i
 using DnnlSgemm = int (*)(char trans_a, char trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* a,
                           int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 
+// oneDNN's dnnl_gemm_bf16bf16f32: C (f32) = op(A) op(B) with A and B bf16 (as their 16 bits),
+// products exact and sums in f32; row-major as dnnl_sgemm.
+using DnnlGemmBf16 = int (*)(char trans_a, char trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                             const uint16_t* a, int64_t lda, const uint16_t* b, int64_t ldb, float beta, float* c,
+                             int64_t ldc);
+
 struct BlasLibrary {
   std::string name;    // "mkl", "onednn" or "openblas"
   std::string detail;  // version and where it was loaded from, for `axle train`'s header
@@ -39,6 +45,10 @@ struct BlasLibrary {
   // oneDNN takes every product up to kDnnlMaxMacs (DnnlTakes' avx512): on hosts with AVX-512, where
   // its kernels beat OpenBLAS's on all of them (Note [Products through oneDNN]).
   bool dnnl_avx512 = false;
+  // "onednn" only, on a CPU with AVX512-BF16 (vdpbf16ps) where oneDNN's bf16 GEMM computes a probe
+  // product at load: bf16 x bf16 -> f32.
+  // Null: bf16 products are widened to f32 and go through sgemm (Note [Products of halves], dot.cc).
+  DnnlGemmBf16 dnnl_gemm_bf16 = nullptr;
 };
 
 // Whether a C[M, N] = op(A)[M, K] op(B)[K, N] f32 product goes to oneDNN's sgemm when the library

@@ -10,6 +10,8 @@
 //     recomputed by the exact loop (Note [BLAS and non-finite values]).
 //   - smaller f32 / f64 products use an exact loop: double accumulation from -0 over k in order,
 //     one rounding, an empty contraction gives +0 — bitwise equal to the interpreter.
+//   - bf16 / f16 products: halves multiplied exactly and summed in f32 (Note [Products of
+//     halves]), through oneDNN's bf16 GEMM or sgemm;
 //   - every other dtype goes to the interpreter's kernel.
 #include <algorithm>
 #include <atomic>
@@ -25,6 +27,7 @@
 #include "backends/cpu/blas.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/cpu_flags.h"
+#include "core/half.h"
 #include "ir/shape_inference.h"
 #include "runtime/thread_pool.h"
 
@@ -586,6 +589,152 @@ bool DotItemsT(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t
   return true;
 }
 
+// Note [Products of halves]
+// A bf16 or f16 dot_general is a product of halves with f32 sums (as on GPUs, as PyTorch's CPU
+// bf16 matmul): block by block of C into an f32 tile in cache, then each element rounded once to
+// the half. The tile comes from oneDNN's gemm_bf16bf16f32 for bf16 where the CPU multiplies bf16
+// itself (BlasLibrary::dnnl_gemm_bf16: AVX512-BF16's vdpbf16ps); otherwise, and for
+// f16, the block's operands are widened to f32 (exactly) and go through sgemm as an f32 product
+// (the f32 path: correct everywhere, at f32 speed). The products of two halves are exact in f32
+// (8 + 8 or 11 + 11 significant bits), so the two paths differ only in the order of f32 sums.
+// Against the interpreter (sums in double, one rounding to the half) a result is then within an
+// ulp of the half plus the f32 sums' reassociation error (docs/precision.md). Small products
+// (under BlasMinFlops) and any product whose f32 tile holds an inf or NaN run the interpreter's
+// loop instead (Note [BLAS and non-finite values]), bitwise equal to it. Items and tiles are cut
+// as DotKernelT cuts f32 products, by the product's shape alone: the bits do not depend on the
+// schedule. Halves take no views, chains or row slices (DotTakesViews, ChainSlices). A product
+// declared f32 (an f32 dot_general of halves, Note [Partial products of halves]) stores the f32
+// tile as it is, and the exact loop rounds its double sum to f32 once.
+template <bool kBF16>
+struct HalfOf {
+  static float Widen(uint16_t h) { return kBF16 ? BF16ToFloat(h) : F16ToFloat(h); }
+  static uint16_t Narrow(float f) { return kBF16 ? FloatToBF16(f) : FloatToF16(f); }
+  // Note [Single rounding]: a double sum reaches the half through round-to-odd f32.
+  static uint16_t NarrowExact(double v) { return Narrow(ax_f64_to_f32_odd(v)); }
+};
+
+// The result element of an f32 tile value (Out = float: as it is) or of a double sum.
+template <bool kBF16, typename Out>
+Out StoreTile(float v) {
+  if constexpr (std::is_same_v<Out, float>) return v; else return HalfOf<kBF16>::Narrow(v);
+}
+template <bool kBF16, typename Out>
+Out StoreExact(double v) {
+  if constexpr (std::is_same_v<Out, float>) return static_cast<float>(v); else return HalfOf<kBF16>::NarrowExact(v);
+}
+
+// Rows [lo, hi) of C (plain, [B * M, N]): the interpreter's loop.
+template <bool kBF16, typename Out>
+void ExactHalfRows(const Mat<uint16_t>& a, const Mat<uint16_t>& b, Out* c, int64_t M, int64_t N, int64_t K,
+                   int64_t lo, int64_t hi) {
+  using H = HalfOf<kBF16>;
+  const int64_t am = a.trans ? 1 : a.ld, ak = a.trans ? a.ld : 1;
+  const int64_t bk = b.trans ? 1 : b.ld, bn = b.trans ? b.ld : 1;
+  for (int64_t bm = lo; bm < hi; ++bm) {
+    const int64_t i = bm / M, m = bm % M;
+    const uint16_t* arow = a.at(i) + m * am;
+    const uint16_t* bmat = b.at(i);
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = -0.0;
+      for (int64_t k = 0; k < K; ++k)
+        acc += static_cast<double>(H::Widen(arow[k * ak])) * static_cast<double>(H::Widen(bmat[k * bk + n * bn]));
+      c[bm * N + n] = StoreExact<kBF16, Out>(acc);
+    }
+  }
+}
+
+// `rows` x `cols` halves at p (rows ld apart; with trans, stored transposed) widened into dst as a
+// plain row-major [rows, cols] f32 matrix.
+template <bool kBF16>
+void WidenBlock(const uint16_t* p, bool trans, int64_t ld, int64_t rows, int64_t cols, float* dst) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = HalfOf<kBF16>::Widen(trans ? p[c * ld + r] : p[r * ld + c]);
+}
+
+// Rows [r0, r1) x columns [c0, c1) of item i of C (plain), through an f32 tile; false when the
+// tile holds an inf or NaN (nothing is written then).
+template <bool kBF16, typename Out>
+bool HalfBlock(const BlasLibrary& lib, const Mat<uint16_t>& a, const Mat<uint16_t>& b, Out* c, int64_t M,
+               int64_t N, int64_t K, int64_t i, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  const int64_t rows = r1 - r0, cols = c1 - c0;
+  thread_local std::vector<float> tile, wa, wb;
+  if (tile.size() < static_cast<size_t>(rows * cols)) tile.resize(static_cast<size_t>(rows * cols));
+  const uint16_t* ap = a.trans ? a.at(i) + r0 : a.at(i) + r0 * a.ld;
+  const uint16_t* bp = b.trans ? b.at(i) + c0 * b.ld : b.at(i) + c0;
+  if (kBF16 && lib.dnnl_gemm_bf16 != nullptr) {
+    if (!tls_dnnl_one_thread) {
+      if (lib.dnnl_threads != nullptr) lib.dnnl_threads(1);
+      tls_dnnl_one_thread = true;
+    }
+    const int status = lib.dnnl_gemm_bf16(a.trans ? 'T' : 'N', b.trans ? 'T' : 'N', rows, cols, K, 1.0f, ap, a.ld,
+                                          bp, b.ld, 0.0f, tile.data(), cols);
+    if (status != 0)
+      Fail("oneDNN's gemm_bf16bf16f32 failed (dnnl_status_t {}) on a {} x {} x {} product; AXLE_BLAS=openblas "
+           "avoids it",
+           status, rows, cols, K);
+  } else {
+    if (wa.size() < static_cast<size_t>(rows * K)) wa.resize(static_cast<size_t>(rows * K));
+    if (wb.size() < static_cast<size_t>(K * cols)) wb.resize(static_cast<size_t>(K * cols));
+    WidenBlock<kBF16>(ap, a.trans, a.ld, rows, K, wa.data());
+    WidenBlock<kBF16>(bp, b.trans, b.ld, K, cols, wb.data());
+    Gemm(lib, false, false, rows, cols, K, wa.data(), K, wb.data(), cols, tile.data(), cols);
+  }
+  if (!BlockFinite(tile.data(), rows, cols, cols)) return false;
+  Out* out = c + i * M * N + r0 * N + c0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < cols; ++k) out[r * N + k] = StoreTile<kBF16, Out>(tile[static_cast<size_t>(r * cols + k)]);
+  return true;
+}
+
+template <bool kBF16, typename Out>
+bool HalfDotKernel(const Node& node, Operands ops, Literal& out) {
+  const ProductDims dims = DimsOf(node);
+  const int64_t B = dims.B, M = dims.M, K = dims.K, N = dims.N;
+  if (node.result()->shape().NumElements() == 0) return true;
+  Out* c = out.mutable_data<Out>();
+  if (K == 0) {
+    std::fill(c, c + B * M * N, Out{0});  // +0
+    return true;
+  }
+  Mat<uint16_t> a, b;
+  ArrangeOperands(node, ops, dims, DotViews{}, a, b);
+  if (M * N * K >= BlasMinFlops() && std::max({M, N, K}) < (int64_t{1} << 31)) {
+    SetBlasThreads(1);
+    const BlasLibrary& lib = Blas();
+    const bool alone = tls_one_thread;
+    const int threads = alone ? 1 : tls_cut_for > 0 ? tls_cut_for : ThreadPool::Global().num_threads();
+    std::atomic<bool> finite{true};
+    auto check = [&](bool ok) {
+      if (!ok) finite.store(false, std::memory_order_relaxed);
+    };
+    if (B >= threads || M * N * K < kSplitMacs || threads == 1) {
+      auto items = [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) check(HalfBlock<kBF16, Out>(lib, a, b, c, M, N, K, i, 0, M, 0, N));
+      };
+      if (alone)
+        items(0, B);
+      else
+        ThreadPool::Global().ParallelFor(B, B * M * N * K >= kSplitMacs ? 1 : B + 1, items);
+    } else {
+      const DotTiles tiles = DotTiling(M, N, K, threads);
+      const int64_t count = tiles.rows * tiles.cols;
+      for (int64_t i = 0; i < B; ++i) {
+        ThreadPool::Global().ParallelFor(count, 1, [&](int64_t lo, int64_t hi) {
+          for (int64_t t = lo; t < hi; ++t) {
+            const int64_t r0 = std::min(M, t / tiles.cols * tiles.row_extent), r1 = std::min(M, r0 + tiles.row_extent);
+            const int64_t c0 = std::min(N, t % tiles.cols * tiles.col_extent), c1 = std::min(N, c0 + tiles.col_extent);
+            if (r0 < r1 && c0 < c1) check(HalfBlock<kBF16, Out>(lib, a, b, c, M, N, K, i, r0, r1, c0, c1));
+          }
+        }, static_cast<int>(std::min<int64_t>(count, 1 << 20)));
+      }
+    }
+    if (finite.load(std::memory_order_relaxed)) return true;
+  }
+  ThreadPool::Global().ParallelFor(B * M, std::max<int64_t>(1, kParallelElements / std::max<int64_t>(N * K, 1)),
+                                   [&](int64_t lo, int64_t hi) { ExactHalfRows<kBF16, Out>(a, b, c, M, N, K, lo, hi); });
+  return true;
+}
+
 }  // namespace
 
 // Blocks of 4 x 4 by SSE shuffles (Note [B transposed for oneDNN]), inside tiles that keep the
@@ -638,9 +787,12 @@ bool PlainDotKernel(const Node& node, Operands ops, Literal& out) {
 KernelChoice SelectDotKernel(const Node& node) {
   KernelChoice c;
   if (node.op() != ir::OpKind::kDotGeneral) return c;
-  const DType t = node.result()->dtype();
-  if (t == DType::kF32) c.fn = PlainDotKernel<float>;
+  const DType t = node.result()->dtype(), in = node.operand(0)->dtype();
+  if (t == DType::kF32 && in == DType::kF32) c.fn = PlainDotKernel<float>;
   if (t == DType::kF64) c.fn = PlainDotKernel<double>;
+  // Note [Products of halves]: halves to halves, or to f32 (a declared f32 result).
+  if (in == DType::kBF16) c.fn = t == DType::kF32 ? HalfDotKernel<true, float> : HalfDotKernel<true, uint16_t>;
+  if (in == DType::kF16) c.fn = t == DType::kF32 ? HalfDotKernel<false, float> : HalfDotKernel<false, uint16_t>;
   c.name = "dot_general";
   return c;
 }
@@ -663,19 +815,21 @@ bool ReadInPlace(const Node& node, const ProductDims& p, const DotViews& v) {
 }
 }  // namespace
 
-bool DotTakesViews(const Node& node, const DotViews& v) {
-  if (node.op() != ir::OpKind::kDotGeneral) return false;
+// Whether the product is one DotKernelT computes: f32 or f64 operands and result (not halves).
+static bool PlainFloatProduct(const Node& node) {
   const DType t = node.result()->dtype();
-  if (t != DType::kF32 && t != DType::kF64) return false;
+  return (t == DType::kF32 || t == DType::kF64) && node.operand(0)->dtype() == t;
+}
+
+bool DotTakesViews(const Node& node, const DotViews& v) {
+  if (node.op() != ir::OpKind::kDotGeneral || !PlainFloatProduct(node)) return false;
   const ProductDims p = DimsOf(node);
   int64_t ld = 0;
   return ReadInPlace(node, p, v) && (v.out.plain() || ResultLayout(node, p, v.out, &ld));
 }
 
 int64_t ChainSlices(const Node& node, int threads, const DotViews& v) {
-  if (node.op() != ir::OpKind::kDotGeneral) return 0;
-  const DType t = node.result()->dtype();
-  if (t != DType::kF32 && t != DType::kF64) return 0;
+  if (node.op() != ir::OpKind::kDotGeneral || !PlainFloatProduct(node)) return 0;
   const ProductDims p = DimsOf(node);
   // One call per item in DotKernelT too (B >= threads), so a sliced run makes the same calls.
   if (p.B < 2 || p.B < threads || !ReadInPlace(node, p, v)) return 0;
@@ -688,9 +842,7 @@ bool DotItems(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t 
 }
 
 int64_t ChainRowSlices(const Node& node, int threads, const DotViews& v) {
-  if (node.op() != ir::OpKind::kDotGeneral || threads < 2) return 0;
-  const DType t = node.result()->dtype();
-  if (t != DType::kF32 && t != DType::kF64) return 0;
+  if (node.op() != ir::OpKind::kDotGeneral || threads < 2 || !PlainFloatProduct(node)) return 0;
   if (!node.attrs_as<ir::DotGeneralAttrs>().lhs_batch.empty()) return 0;
   const ProductDims p = DimsOf(node);
   const int64_t M = p.M, N = p.N, K = p.K;
