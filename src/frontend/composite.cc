@@ -39,7 +39,13 @@ void CheckAffine(const Tensor& p, const Dims& normalized_shape, std::string_view
 }
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t dim) {
+// Note [Composite ops under autocast]: a composite op casts its inputs as its own policy says
+// (include/axle/autocast.h) and builds its inside with autocast off, so the sums and products it
+// is made of follow the op's policy rather than their own (a softmax set to bf16 stays bf16
+// through its sum).
+Tensor softmax(const Tensor& x_in, int64_t dim) {
+  const Tensor x = detail::Autocast(x_in, "softmax");
+  detail::AutocastOff off;
   CheckFloat(x, "softmax");
   const int64_t d = detail::NormDim(dim, x.dim(), "softmax");
   // Subtracting the max keeps exp in range; the max carries no gradient (it cancels).
@@ -47,15 +53,20 @@ Tensor softmax(const Tensor& x, int64_t dim) {
   return e / e.sum({d}, true);
 }
 
-Tensor log_softmax(const Tensor& x, int64_t dim) {
+Tensor log_softmax(const Tensor& x_in, int64_t dim) {
+  const Tensor x = detail::Autocast(x_in, "log_softmax");
+  detail::AutocastOff off;
   CheckFloat(x, "log_softmax");
   const int64_t d = detail::NormDim(dim, x.dim(), "log_softmax");
   Tensor shifted = x - x.amax({d}, true).detach();
   return shifted - shifted.exp().sum({d}, true).log();
 }
 
-Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& weight,
-                  const Tensor& bias, double eps) {
+Tensor layer_norm(const Tensor& x_in, const Dims& normalized_shape, const Tensor& weight_in,
+                  const Tensor& bias_in, double eps) {
+  const Tensor x = detail::Autocast(x_in, "layer_norm"), weight = detail::Autocast(weight_in, "layer_norm"),
+               bias = detail::Autocast(bias_in, "layer_norm");
+  detail::AutocastOff off;
   CheckFloat(x, "layer_norm");
   const Dims dims = TrailingDims(x, normalized_shape, "layer_norm");
   CheckAffine(weight, normalized_shape, "layer_norm", "weight");
@@ -69,7 +80,9 @@ Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& w
   return y;
 }
 
-Tensor rms_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& weight, double eps) {
+Tensor rms_norm(const Tensor& x_in, const Dims& normalized_shape, const Tensor& weight_in, double eps) {
+  const Tensor x = detail::Autocast(x_in, "rms_norm"), weight = detail::Autocast(weight_in, "rms_norm");
+  detail::AutocastOff off;
   CheckFloat(x, "rms_norm");
   const Dims dims = TrailingDims(x, normalized_shape, "rms_norm");
   CheckAffine(weight, normalized_shape, "rms_norm", "weight");
@@ -123,8 +136,10 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
   return detail::MakePending(g, {&weight});
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index,
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, int64_t ignore_index,
                      const std::string& reduction) {
+  const Tensor logits = detail::Autocast(logits_in, "cross_entropy");
+  detail::AutocastOff off;
   CheckFloat(logits, "cross_entropy");
   if (IsFloat(targets.dtype()) || targets.dtype() == DType::kBool)
     Fail("cross_entropy: targets must be class indices (integers), got {}", targets.type_string());
@@ -155,8 +170,15 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   return nll.sum() / valid.sum();  // NaN when every target is ignored, as in PyTorch
 }
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                     bool is_causal) {
+  // Under autocast: the two products in the lower precision, the softmax between them as its own
+  // policy says (f32 by default: the scores are cast up, the probabilities back down).
+  const Tensor q = detail::Autocast(q_in, "attention"), k = detail::Autocast(k_in, "attention"),
+               v = detail::Autocast(v_in, "attention");
+  const bool cast = autocast_enabled();
+  const CastPolicy softmax_policy = cast ? autocast_policy("softmax") : CastPolicy::kNone;
+  detail::AutocastOff off;
   CheckFloat(q, "scaled_dot_product_attention");
   if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim() || q.size(-1) != k.size(-1) ||
       k.size(-2) != v.size(-2))
@@ -164,13 +186,16 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
          "(q, k) and T (k, v)",
          q.type_string(), k.type_string(), v.type_string());
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
-  Tensor att = q.matmul(k.mT()) * scale;
+  Tensor att = detail::MatMulNoCast(q, k.mT()) * scale;
   if (is_causal) {
     const int64_t tq = q.size(-2), tk = k.size(-2);
     Tensor mask = ones({tq, tk}, DType::kBool).tril().logical_not();  // true above the diagonal
     att = att.masked_fill(mask, -std::numeric_limits<double>::infinity());
   }
-  return softmax(att, -1).matmul(v);
+  if (softmax_policy == CastPolicy::kFloat32 && att.dtype() != DType::kF64) att = att.to(DType::kF32);
+  Tensor p = softmax(att, -1);
+  if (cast) p = p.to(v.dtype());
+  return detail::MatMulNoCast(p, v);
 }
 
 }  // namespace axle

@@ -164,6 +164,7 @@ struct Signature {
   };
   std::vector<Input> inputs;
   std::vector<NodeSig> nodes;
+  std::string precision;  // Trace::precision
 };
 
 struct CacheEntry {
@@ -253,6 +254,13 @@ std::string ExplainMiss(const Signature& sig, int64_t number, const std::string&
   const Signature& o = best->signature;
   s += fmt::format("; the closest cached graph is #{} (compiled at sync {}).", best->number,
                    best->sync);
+  // Note [Precision in recompilation reports]: a step traced under autocast and the same step
+  // in f32 differ in every product's dtype; the first differing node alone would read as a
+  // mystery, so a precision change is said first, in the user's terms.
+  if (sig.precision != o.precision)
+    s += fmt::format(" The precision changed: this graph was traced {}, that one {}.",
+                     sig.precision.empty() ? "in full precision (no autocast cast)" : sig.precision,
+                     o.precision.empty() ? "in full precision (no autocast cast)" : o.precision);
   // Inputs first: a changed batch size or dtype shows up there.
   int64_t shown = 0;
   for (size_t i = 0; i < std::min(sig.inputs.size(), o.inputs.size()); ++i) {
@@ -555,6 +563,7 @@ void SyncImpl(detail::StepRecord* record) {
     it = cache.entries.find(std::make_pair(detail::g_backend, k->second));
   std::unique_ptr<ir::Module> module;
   detail::Signature sig;
+  sig.precision = t.precision;
   std::string hash;
   if (it == cache.entries.end()) {
     module = std::make_unique<ir::Module>("step");

@@ -127,6 +127,9 @@ struct Trace {
   // The mesh of the trace's sharding annotations (one per trace), if any.
   std::optional<ir::Mesh> mesh;
   size_t scoped = 0;  // nodes before this index have had their scope recorded
+  // "under autocast(bf16)" once an autocast scope cast an input while this trace was built
+  // (Note [Precision in recompilation reports], lazy.cc); empty: no cast.
+  std::string precision;
 
   // Note [Operand caches]: the constants and broadcasts that elementwise ops take as operands
   // (x * 0.9, a bias broadcast over the batch), built once per trace and shared by every op

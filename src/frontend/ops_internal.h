@@ -3,6 +3,9 @@
 #pragma once
 #include <string_view>
 
+#include <memory>
+
+#include "axle/autocast.h"
 #include "axle/tensor.h"
 #include "ir/module.h"
 
@@ -30,6 +33,21 @@ ir::Value* FullOperand(DimsView shape, DType dtype, double value);
 Dims BroadcastShapes(DimsView a, DimsView b);
 // `reduced` reshaped so that the reduced `dims` of `in_shape` are kept as size 1.
 ir::Value* KeepDims(ir::Value* reduced, DimsView in_shape, const Dims& dims);
+// `t` cast as op's autocast policy says (include/axle/autocast.h): to the scope's half dtype, to
+// f32, or unchanged (no scope, not floating, f64, or no cast needed). autocast.cc.
+Tensor Autocast(const Tensor& t, std::string_view op);
+// An f32 region (autocast(kFloat32, false)) for the inside of an op that applied its own policy:
+// the ops it is built from cast nothing more.
+struct AutocastOff {
+  AutocastOff();
+  ~AutocastOff();
+  AutocastOff(const AutocastOff&) = delete;
+  AutocastOff& operator=(const AutocastOff&) = delete;
+  std::unique_ptr<autocast> scope;
+};
+// matmul without its autocast cast (composite ops that applied their own policy: linear,
+// attention).
+Tensor MatMulNoCast(const Tensor& a, const Tensor& b);
 // Metrics of host -> device copies.
 void CountTransferToDevice(int64_t bytes);
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "axle/autocast.h"
 #include "frontend/lazy.h"
 #include "frontend/ops_internal.h"
 #include "ir/shape_inference.h"
@@ -413,10 +414,15 @@ Tensor Tensor::isfinite() const {
 
 // ---- Reductions --------------------------------------------------------------------------------
 Tensor Tensor::sum(Dims dims, bool keepdim) const {
-  return Reduce(*this, ir::ReduceKind::kSum, dims, keepdim, "sum");
+  return Reduce(Autocast(*this, "sum"), ir::ReduceKind::kSum, dims, keepdim, "sum");
 }
 Tensor Tensor::mean(Dims dims, bool keepdim) const {
   if (!IsFloat(dtype())) Fail("mean: needs a floating tensor, got {}", type_string());
+  if (autocast_enabled()) {  // cast as mean's policy says, then no other op's casts inside
+    const Tensor x = Autocast(*this, "mean");
+    AutocastOff off;
+    return x.mean(std::move(dims), keepdim);
+  }
   Dims d = dims.empty() ? Dims() : NormDims(dims, dim(), "mean");
   int64_t count = 1;
   if (dims.empty()) count = numel();
@@ -430,9 +436,14 @@ Tensor Tensor::amin(Dims dims, bool keepdim) const {
   return Reduce(*this, ir::ReduceKind::kMin, dims, keepdim, "amin");
 }
 Tensor Tensor::prod(Dims dims, bool keepdim) const {
-  return Reduce(*this, ir::ReduceKind::kProd, dims, keepdim, "prod");
+  return Reduce(Autocast(*this, "prod"), ir::ReduceKind::kProd, dims, keepdim, "prod");
 }
 Tensor Tensor::var(Dims dims, bool keepdim, int64_t correction) const {
+  if (autocast_enabled()) {
+    const Tensor x = Autocast(*this, "var");
+    AutocastOff off;
+    return x.var(std::move(dims), keepdim, correction);
+  }
   Tensor m = mean(dims, true);
   Tensor d = *this - m;
   Dims nd = dims.empty() ? Dims() : NormDims(dims, dim(), "var");
@@ -459,12 +470,16 @@ Tensor Tensor::any() const { return Reduce(to(DType::kBool), ir::ReduceKind::kOr
 // ---- Linear algebra ------------------------------------------------------------------------------
 Tensor Tensor::matmul(const Tensor& other) const { return axle::matmul(*this, other); }
 
-Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  return detail::MatMulNoCast(detail::Autocast(a, "matmul"), detail::Autocast(b, "matmul"));
+}
+
+Tensor detail::MatMulNoCast(const Tensor& a_in, const Tensor& b_in) {
   if (a_in.dim() == 0 || b_in.dim() == 0)
     Fail("matmul: both operands need at least 1 dim, got {} and {}", a_in.type_string(),
          b_in.type_string());
-  if (a_in.dim() == 1) return matmul(a_in.unsqueeze(0), b_in).squeeze(-2);
-  if (b_in.dim() == 1) return matmul(a_in, b_in.unsqueeze(-1)).squeeze(-1);
+  if (a_in.dim() == 1) return MatMulNoCast(a_in.unsqueeze(0), b_in).squeeze(-2);
+  if (b_in.dim() == 1) return MatMulNoCast(a_in, b_in.unsqueeze(-1)).squeeze(-1);
   const DType t = Promote(a_in.dtype(), b_in.dtype());
   Tensor a = a_in.to(t), b = b_in.to(t);
   const int64_t k = a.size(-1);
@@ -663,7 +678,9 @@ Labeled Contract(const Labeled& a, const Labeled& b, const std::string& needed_a
 }
 }  // namespace
 
-Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands) {
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands_in) {
+  std::vector<Tensor> operands;
+  for (const Tensor& t : operands_in) operands.push_back(detail::Autocast(t, "einsum"));
   std::string eq;
   for (char c : equation)
     if (c != ' ') eq += c;

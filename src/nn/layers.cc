@@ -3,6 +3,7 @@
 
 #include "axle/nn.h"
 #include "core/error.h"
+#include "frontend/ops_internal.h"
 #include "nn/util.h"
 
 namespace axle::nn {
@@ -42,11 +43,17 @@ Linear::Linear(int64_t in, int64_t out, bool with_bias, uint64_t seed, double in
   if (with_bias) bias = register_parameter("bias", Uniform({out}, bound, DeriveSeed(seed, "bias")));
 }
 
-Tensor Linear::forward(const Tensor& x) const {
+// Under autocast, "linear" (include/axle/autocast.h): input, weight and bias in the lower
+// precision (PyTorch's addmm casts the bias too, so the layer's output stays bf16), the weight cast
+// before it is transposed, so that the product reads the cast copy in place.
+Tensor Linear::forward(const Tensor& x_in) const {
   ModuleScope scope(*this);
-  CheckLastDim(*this, x, in_features, "in_features");
-  Tensor y = x.matmul(weight.t());
-  return bias.defined() ? y + bias : y;
+  CheckLastDim(*this, x_in, in_features, "in_features");
+  const Tensor x = detail::Autocast(x_in, "linear"), w = detail::Autocast(weight, "linear"),
+               b = detail::Autocast(bias, "linear");
+  detail::AutocastOff off;
+  Tensor y = x.matmul(w.t());
+  return b.defined() ? y + b : y;
 }
 
 Conv1D::Conv1D(int64_t in, int64_t out, double init_std, uint64_t seed) : Module("Conv1D") {
@@ -57,10 +64,13 @@ Conv1D::Conv1D(int64_t in, int64_t out, double init_std, uint64_t seed) : Module
   bias = register_parameter("bias", zeros({out}));
 }
 
-Tensor Conv1D::forward(const Tensor& x) const {
+Tensor Conv1D::forward(const Tensor& x_in) const {
   ModuleScope scope(*this);
-  CheckLastDim(*this, x, weight.size(0), "in_features");
-  return x.matmul(weight) + bias;
+  CheckLastDim(*this, x_in, weight.size(0), "in_features");
+  const Tensor x = detail::Autocast(x_in, "linear"), w = detail::Autocast(weight, "linear"),
+               b = detail::Autocast(bias, "linear");
+  detail::AutocastOff off;
+  return x.matmul(w) + b;
 }
 
 Embedding::Embedding(int64_t num, int64_t dim, uint64_t seed, double init_std)

@@ -48,9 +48,22 @@ bool Contains(const std::vector<int64_t>& v, int64_t x) {
   return false;
 }
 
-// Folds a transpose feeding operand `side` (0 = lhs, 1 = rhs) of `dot`; returns whether it did.
-bool FoldSide(Node& dot, size_t side) {
-  const Node* t = dot.operand(side)->node();
+// Folds a transpose feeding operand `side` (0 = lhs, 1 = rhs) of `dot` (the node at `pos` of f);
+// returns whether it did. Note [Converts of transposes]: a convert of a transpose (autocast's
+// bf16 copy of a transposed weight, x @ W^T) becomes a convert of the transpose's operand,
+// inserted before the dot, and the transpose folds as it would without the convert; a convert is
+// elementwise, so each element is the same conversion of the same value. (The convert of x then
+// writes in x's layout and the product reads it transposed in place; before, the transposed copy
+// was written and read.) Several dots reading one such convert get one convert of x each, which
+// CSE merges.
+bool FoldSide(ir::Function& f, size_t pos, Node& dot, size_t side) {
+  const Node* operand = dot.operand(side)->node();
+  const Node* convert = nullptr;
+  const Node* t = operand;
+  if (operand != nullptr && operand->op() == OpKind::kConvert && !operand->result()->sharding().has_value()) {
+    convert = operand;
+    t = operand->operand(0)->node();
+  }
   if (t == nullptr || t->op() != OpKind::kTranspose) return false;
   if (t->result()->sharding().has_value()) return false;
   const auto& p = t->attrs_as<ir::TransposeAttrs>().perm;
@@ -67,17 +80,29 @@ bool FoldSide(Node& dot, size_t side) {
   }
   for (int64_t& b : batch) b = p[static_cast<size_t>(b)];
   for (int64_t& c : contracting) c = p[static_cast<size_t>(c)];
-  dot.set_operand(side, t->operand(0));
+  ir::Value* x = t->operand(0);
+  if (convert != nullptr) {
+    Node* c = f.InsertNode(pos, OpKind::kConvert, {x}, ir::NoAttrs{},
+                           {ir::TensorType(convert->result()->dtype(), x->shape())});
+    c->set_loc(convert->loc());
+    c->result()->set_name(convert->result()->name());
+    x = c->result();
+  }
+  dot.set_operand(side, x);
   dot.mutable_attrs() = d;
   return true;
 }
 
 bool FoldFunction(ir::Function& f) {
   bool changed = false;
-  for (const auto& n : f.nodes()) {
-    if (n->op() != OpKind::kDotGeneral) continue;
+  for (size_t i = 0; i < f.nodes().size(); ++i) {
+    Node& n = *f.nodes()[i];
+    if (n.op() != OpKind::kDotGeneral) continue;
     for (size_t side = 0; side < 2; ++side)
-      while (FoldSide(*n, side)) changed = true;  // transpose(transpose(x)) folds twice
+      while (FoldSide(f, i, n, side)) {  // transpose(transpose(x)) folds twice
+        changed = true;
+        while (f.nodes()[i].get() != &n) ++i;  // past an inserted convert
+      }
   }
   return changed;
 }
