@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "axle/remat.h"
 #include "axle/tensor.h"
 
 namespace axle::nn {
@@ -246,9 +247,20 @@ class CausalLM : public Module {
   Tensor loss_packed(const Tensor& idx, const Tensor& targets, const Tensor& positions,
                      const Tensor& segments) const;
 
+  // Gradient checkpointing of the decoder blocks (include/axle/remat.h; `axle train --remat`):
+  // each block of forward() and forward_packed() is an axle::remat region of this policy, so its
+  // activations are recomputed in the backward. kNone (the default) keeps them.
+  void set_remat(RematPolicy policy) { remat_ = policy; }
+  RematPolicy remat_policy() const { return remat_; }
+
+ protected:
+  // block(x) as a remat region of remat_policy() (just block(x) under kNone).
+  Tensor Block(const std::function<Tensor(const Tensor&)>& block, const Tensor& x) const;
+
  private:
   void CheckTargets(const Tensor& idx, const Tensor& targets) const;
   Tensor Loss(const Tensor& logits, const Tensor& targets) const;
+  RematPolicy remat_ = RematPolicy::kNone;
 };
 
 // ---- GPT-2 ------------------------------------------------------------------------------------

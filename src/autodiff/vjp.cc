@@ -88,8 +88,8 @@ VjpTable BuildTable() {
 // before the value's producer is visited.
 class ReverseWalk {
  public:
-  ReverseWalk(Builder& b, const std::unordered_set<const Value*>* stop)
-      : b_(b), f_(*b.function()), stop_(stop) {}
+  ReverseWalk(Builder& b, const std::unordered_set<const Value*>* stop, std::span<const RematRegion> remat)
+      : b_(b), f_(*b.function()), stop_(stop), remat_(remat) {}
 
   std::vector<Value*> Run(std::span<Value* const> outputs, std::span<Value* const> cotangents,
                           std::span<Value* const> wrt);
@@ -98,6 +98,7 @@ class ReverseWalk {
   void MarkRelevant(std::span<Value* const> outputs, std::span<Value* const> wrt);
   void Accumulate(Value* v, Value* g);
   void VisitNode(const Node& node);
+  void Recompute(size_t region);
   void EraseUnused(size_t first_new, const std::vector<Value*>& keep);
 
   // Dense slots for the forward function's nodes and values (indexed by node id; a value's slot
@@ -119,6 +120,12 @@ class ReverseWalk {
   std::vector<char> depends_;                     // by slot: depends on some wrt value
   std::vector<Value*> cot_;                       // by slot: accumulated cotangents
   const std::unordered_set<const Value*>* stop_;  // values no cotangent flows into (nullable)
+  // Note [Recomputed regions]: each forward node's region (-1: none), whether the region has been
+  // recomputed, and for a recomputed node the node its rule reads (the recomputation).
+  std::span<const RematRegion> remat_;
+  std::vector<int32_t> region_of_;    // by node id
+  std::vector<char> recomputed_;      // by region
+  std::unordered_map<const Node*, const Node*> rule_node_;
 };
 
 void ReverseWalk::IndexForward() {
@@ -185,11 +192,82 @@ void ReverseWalk::VisitNode(const Node& node) {
     for (size_t i = 0; i < gs.size(); ++i)
       if (gs[i] == nullptr && CarriesGradient(node.result(i)))
         gs[i] = Zeros(b_, node.result(i)->type());
-  std::vector<Value*> operand_cots = e->rule(b_, node, gs);
+  // Note [Recomputed regions]: a region node's rule reads its recomputation (the same operands
+  // positionally: the cotangents it returns are the forward operands').
+  auto rn = rule_node_.find(&node);
+  const Node& rule_node = rn != rule_node_.end() ? *rn->second : node;
+  std::vector<Value*> operand_cots = e->rule(b_, rule_node, gs);
   AXLE_CHECK(operand_cots.size() == node.num_operands(),
              "VJP rule of {} returned {} cotangents for {} operands", node.name(),
              operand_cots.size(), node.num_operands());
   for (size_t i = 0; i < operand_cots.size(); ++i) Accumulate(node.operand(i), operand_cots[i]);
+}
+
+// Note [Recomputed regions]
+// Gradient checkpointing (PyTorch's torch.utils.checkpoint, JAX's jax.checkpoint). When the
+// reverse walk reaches a region (at its last node), it recomputes the region before visiting it:
+//   1. the region's inputs that are computed values depending on a wrt value (activations, not
+//      parameters, constants or masks), and the cotangents already accumulated for the region's
+//      values (its outputs' cotangents: every use outside the region comes later and has been
+//      visited), go through one optimization_barrier;
+//   2. every region node is cloned, in order, reading the barrier's results for those inputs and
+//      the clones for region values (other inputs as they are);
+//   3. the region's rules then run on the clones (VisitNode), so the backward reads the
+//      recomputed values, and no backward node reads a forward intermediate of the region: those
+//      die after the forward, and only the region's inputs live until the backward.
+// The barrier keeps the recomputation a recomputation: CSE never merges across it (the clones
+// would otherwise be the forward nodes again), and since it waits for the outputs' cotangents the
+// recomputation cannot run before the backward reaches the region. The clones compute the same
+// operations on the same values in the same order, so gradients are bitwise those without remat
+// (rng_bit_generator is a function of its key and counter: dropout draws the same mask).
+// kSaveProducts (selective remat, the "save matmuls" policy): a dot_general's clone is made for
+// its rule (to read the recomputed operands) but later clones read the forward's product, which is
+// saved; norms, activations and the other elementwise work are recomputed.
+void ReverseWalk::Recompute(size_t r) {
+  const RematRegion& region = remat_[r];
+  std::unordered_set<const Node*> in_region(region.nodes.begin(), region.nodes.end());
+  std::vector<Value*> barrier_in;
+  std::unordered_map<const Value*, size_t> barrier_index;
+  for (const Node* n : region.nodes)
+    for (Value* v : n->operands()) {
+      if (in_region.count(v->node()) || barrier_index.count(v) || !InForward(v) || !Depends(v)) continue;
+      const OpKind op = v->node()->op();
+      if (op == OpKind::kParameter || op == OpKind::kConstant) continue;
+      barrier_index[v] = barrier_in.size();
+      barrier_in.push_back(v);
+    }
+  const size_t num_inputs = barrier_in.size();
+  for (const Node* n : region.nodes)
+    for (Value* v : n->results())
+      if (Value* g = cot_[Slot(v)]) barrier_in.push_back(g);
+  std::unordered_map<const Value*, Value*> value;  // forward value -> the value clones read
+  if (num_inputs > 0) {
+    std::vector<ir::TensorType> types;
+    for (Value* v : barrier_in) types.push_back(v->type());
+    Node* barrier = f_.AddNode(OpKind::kOptimizationBarrier, barrier_in, ir::NoAttrs{}, types);
+    barrier->set_loc(region.nodes.front()->loc());
+    for (size_t i = 0; i < num_inputs; ++i) {
+      barrier->result(i)->set_sharding(barrier_in[i]->sharding());
+      value[barrier_in[i]] = barrier->result(i);
+    }
+  }
+  for (const Node* n : region.nodes) {
+    std::vector<Value*> operands;
+    for (Value* v : n->operands()) {
+      auto it = value.find(v);
+      operands.push_back(it != value.end() ? it->second : v);
+    }
+    std::vector<ir::TensorType> types;
+    for (Value* v : n->results()) types.push_back(v->type());
+    Node* c = f_.AddNode(n->op(), std::move(operands), n->attrs(), types);
+    c->set_loc(n->loc());
+    const bool saved = region.policy == RematRegion::Policy::kSaveProducts && n->op() == OpKind::kDotGeneral;
+    for (size_t i = 0; i < n->num_results(); ++i) {
+      c->result(i)->set_sharding(n->result(i)->sharding());
+      value[n->result(i)] = saved ? n->result(i) : c->result(i);
+    }
+    rule_node_[n] = c;
+  }
 }
 
 void ReverseWalk::EraseUnused(size_t first_new, const std::vector<Value*>& keep) {
@@ -222,8 +300,23 @@ std::vector<Value*> ReverseWalk::Run(std::span<Value* const> outputs,
   for (Value* v : wrt) AXLE_CHECK(InForward(v), "BuildVjp: a wrt value is not a value of the function");
   MarkRelevant(outputs, wrt);
   for (size_t i = 0; i < outputs.size(); ++i) Accumulate(outputs[i], cotangents[i]);
-  for (auto it = forward.rbegin(); it != forward.rend(); ++it)
-    if (relevant_[static_cast<size_t>((*it)->id())]) VisitNode(**it);
+  region_of_.assign(first_slot_.size(), -1);
+  recomputed_.assign(remat_.size(), 0);
+  for (size_t r = 0; r < remat_.size(); ++r)
+    for (const Node* n : remat_[r].nodes) {
+      AXLE_CHECK(static_cast<size_t>(n->id()) < first_slot_.size() && first_slot_[static_cast<size_t>(n->id())] >= 0,
+                 "BuildVjp: a remat region's node is not in the function");
+      region_of_[static_cast<size_t>(n->id())] = static_cast<int32_t>(r);
+    }
+  for (auto it = forward.rbegin(); it != forward.rend(); ++it) {
+    if (!relevant_[static_cast<size_t>((*it)->id())]) continue;
+    const int32_t r = region_of_[static_cast<size_t>((*it)->id())];
+    if (r >= 0 && !recomputed_[static_cast<size_t>(r)]) {
+      recomputed_[static_cast<size_t>(r)] = 1;
+      Recompute(static_cast<size_t>(r));
+    }
+    VisitNode(**it);
+  }
   std::vector<Value*> grads;
   for (Value* w : wrt) {
     Value* g = cot_[Slot(w)];
@@ -245,8 +338,9 @@ const VjpEntry* GetVjp(ir::OpKind op) {
 std::vector<ir::Value*> BuildVjp(ir::Builder& b, std::span<ir::Value* const> outputs,
                                  std::span<ir::Value* const> output_cotangents,
                                  std::span<ir::Value* const> wrt,
-                                 const std::unordered_set<const ir::Value*>* stop_gradient) {
-  return ReverseWalk(b, stop_gradient).Run(outputs, output_cotangents, wrt);
+                                 const std::unordered_set<const ir::Value*>* stop_gradient,
+                                 std::span<const RematRegion> remat) {
+  return ReverseWalk(b, stop_gradient, remat).Run(outputs, output_cotangents, wrt);
 }
 
 std::unique_ptr<ir::Module> GradModule(const ir::Module& m, int output_index,

@@ -67,10 +67,24 @@ const VjpEntry* GetVjp(ir::OpKind op);
 //
 // `stop_gradient` (optional) lists values treated as constants: no cotangent flows into them
 // (the frontend's detach() and no_grad regions).
+//
+// `remat` (optional) lists rematerialized regions (gradient checkpointing, Note [Recomputed
+// regions] in vjp.cc): the backward of a region's nodes reads a recomputation of the region, made
+// in the backward from the region's inputs, instead of the forward's intermediates, which then
+// die after the forward.
+struct RematRegion {
+  enum class Policy {
+    kFull,          // every node of the region is recomputed
+    kSaveProducts,  // dot_general results are saved (read from the forward); the rest recomputed
+  };
+  std::vector<const ir::Node*> nodes;  // forward nodes of the region, in function order
+  Policy policy = Policy::kFull;
+};
 std::vector<ir::Value*> BuildVjp(ir::Builder& b, std::span<ir::Value* const> outputs,
                                  std::span<ir::Value* const> output_cotangents,
                                  std::span<ir::Value* const> wrt,
-                                 const std::unordered_set<const ir::Value*>* stop_gradient = nullptr);
+                                 const std::unordered_set<const ir::Value*>* stop_gradient = nullptr,
+                                 std::span<const RematRegion> remat = {});
 
 // A copy of `m` whose entry function returns (its results..., d result[output_index] /
 // d parameter[p] for p in wrt_params). The output must be a float scalar (its cotangent seed is

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "autodiff/vjp.h"
+#include "axle/remat.h"
 #include "frontend/lazy.h"
 #include "frontend/ops_internal.h"
 
@@ -114,12 +115,66 @@ void Tensor::backward(const Tensor& gradient) const {
   }
   if (wrt.empty()) return;
   std::vector<ir::Value*> outs{self.value}, seeds{seed};
-  std::vector<ir::Value*> grads = autodiff::BuildVjp(B(), outs, seeds, wrt, &t.stop_gradient);
+  std::vector<ir::Value*> grads = autodiff::BuildVjp(B(), outs, seeds, wrt, &t.stop_gradient, t.remat_regions);
   NoGradGuard no_grad;
   for (size_t i = 0; i < leaves.size(); ++i) {
     Tensor g = MakePending(grads[i], false);
     leaves[i]->grad = leaves[i]->grad ? (Tensor(leaves[i]->grad) + g).impl() : g.impl();
   }
+}
+
+// ---- Gradient checkpointing (include/axle/remat.h) -----------------------------------------------
+RematPolicy ParseRematPolicy(const std::string& name) {
+  if (name == "none") return RematPolicy::kNone;
+  if (name == "full") return RematPolicy::kFull;
+  if (name == "selective") return RematPolicy::kSaveProducts;
+  Fail("remat policy '{}': expected none, full (recompute every activation of a block) or selective (keep the "
+       "products' results, recompute the rest)",
+       name);
+}
+
+std::string RematPolicyName(RematPolicy policy) {
+  switch (policy) {
+    case RematPolicy::kNone: return "none";
+    case RematPolicy::kFull: return "full";
+    case RematPolicy::kSaveProducts: return "selective";
+  }
+  return "none";
+}
+
+std::vector<Tensor> remat(const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn,
+                          const std::vector<Tensor>& inputs, RematPolicy policy) {
+  detail::Trace& t = CurrentTrace();
+  if (policy == RematPolicy::kNone || t.in_remat || !grad_enabled()) return fn(inputs);
+  const uint64_t epoch = t.epoch;
+  const size_t start = t.fn->nodes().size();
+  t.in_remat = true;
+  std::vector<Tensor> out;
+  try {
+    out = fn(inputs);
+  } catch (...) {
+    t.in_remat = false;
+    throw;
+  }
+  t.in_remat = false;
+  if (CurrentTrace().epoch != epoch)
+    Fail("remat: the function called axle::sync(), which ends the step being traced; a remat region must lie "
+         "within one step");
+  autodiff::RematRegion region;
+  region.policy = policy == RematPolicy::kFull ? autodiff::RematRegion::Policy::kFull
+                                               : autodiff::RematRegion::Policy::kSaveProducts;
+  // Sources are not recomputed: a parameter is an argument of the step (a weight first read inside
+  // the region), a constant a literal.
+  for (size_t i = start; i < t.fn->nodes().size(); ++i) {
+    const ir::Node* n = t.fn->nodes()[i].get();
+    if (n->op() != ir::OpKind::kParameter && n->op() != ir::OpKind::kConstant) region.nodes.push_back(n);
+  }
+  if (!region.nodes.empty()) t.remat_regions.push_back(std::move(region));
+  return out;
+}
+
+Tensor remat(const std::function<Tensor(const Tensor&)>& fn, const Tensor& input, RematPolicy policy) {
+  return remat([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{fn(in[0])}; }, {input}, policy)[0];
 }
 
 // ---- The global generator (dropout) ------------------------------------------------------------

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "axle/metrics.h"
+#include "autodiff/vjp.h"
 #include "axle/tensor.h"
 #include "ir/builder.h"
 #include "ir/hash.h"
@@ -117,6 +118,10 @@ struct Trace {
   std::vector<std::weak_ptr<TensorImpl>> input_impls;
   // Values whose gradient is cut (detach(), no_grad()).
   std::unordered_set<const ir::Value*> stop_gradient;
+  // axle::remat regions (include/axle/remat.h): backward() recomputes them (Note [Recomputed
+  // regions], autodiff/vjp.cc). in_remat: a region is being traced (an inner one joins it).
+  std::vector<autodiff::RematRegion> remat_regions;
+  bool in_remat = false;
   // Region names (NameScope) of the nodes, for cache-miss reports: scope_names[scope_of[id]]
   // (-1: none); a name is recorded once per scope entered.
   std::vector<std::string> scope_names;

@@ -48,6 +48,10 @@ std::string ModelType(const nlohmann::json& config, std::string_view source) {
 }  // namespace
 
 // The mean cross-entropy of logits [B, T, V] against targets [B, T] (-100 left out).
+Tensor CausalLM::Block(const std::function<Tensor(const Tensor&)>& block, const Tensor& x) const {
+  return remat_ == RematPolicy::kNone ? block(x) : axle::remat(block, x, remat_);
+}
+
 Tensor CausalLM::Loss(const Tensor& logits, const Tensor& targets) const {
   const int64_t BT = targets.size(0) * targets.size(1);
   NameScope loss_scope("loss");

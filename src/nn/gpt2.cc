@@ -274,7 +274,7 @@ Tensor GPT2::forward(const Tensor& idx) const {
          T, idx.type_string(), config_.n_positions);
   }
   Tensor x = (*drop)((*wte)(idx) + (*wpe)(arange(T)));
-  for (const auto& block : blocks) x = (*block)(x);
+  for (const auto& block : blocks) x = Block([&](const Tensor& in) { return (*block)(in); }, x);
   x = (*ln_f)(x);
   NameScope head("lm_head");
   return x.matmul(wte->weight.t());  // tied head: logits = x @ wte^T
@@ -311,7 +311,7 @@ Tensor GPT2::forward_packed(const Tensor& idx, const Tensor& positions, const Te
     blocked = ((key > query).unsqueeze(0) || (segments.unsqueeze(2) != segments.unsqueeze(1))).unsqueeze(1);
   }
   Tensor x = (*drop)((*wte)(idx) + (*wpe)(positions));
-  for (const auto& block : blocks) x = block->forward(x, blocked);
+  for (const auto& block : blocks) x = Block([&](const Tensor& in) { return block->forward(in, blocked); }, x);
   x = (*ln_f)(x);
   NameScope head("lm_head");
   return x.matmul(wte->weight.t());

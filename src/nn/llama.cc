@@ -502,8 +502,9 @@ Tensor Llama::Run(const Tensor& idx, const Tensor& positions, const Tensor& bloc
   {
     ModuleScope inner(*model);
     for (size_t l = 0; l < model->decoder_layers.size(); ++l) {
-      x = cache ? model->decoder_layers[l]->forward(x, cos, sin, blocked, &cache->keys[l], &cache->values[l], pos)
-                : model->decoder_layers[l]->forward(x, cos, sin, blocked);
+      const auto& layer = model->decoder_layers[l];
+      x = cache ? layer->forward(x, cos, sin, blocked, &cache->keys[l], &cache->values[l], pos)
+                : Block([&](const Tensor& in) { return layer->forward(in, cos, sin, blocked); }, x);
     }
     x = (*model->norm)(x);
   }

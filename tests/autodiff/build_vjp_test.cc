@@ -1,6 +1,9 @@
 // BuildVjp as an API: several outputs with their own cotangents, absent cotangents, wrt values
 // in the middle of the graph, not-differentiable ops off the gradient path, other float types,
 // and second derivatives (the backward IR is itself differentiable).
+#include <algorithm>
+#include <unordered_set>
+
 #include "gradcheck.h"
 
 namespace axle::autodiff::test {
@@ -118,6 +121,65 @@ TEST(BuildVjpTest, SecondDerivatives) {
                    Value* sq = b.Mul(padded, padded);
                    return b.Reduce(b.Mul(sq, padded), ReduceKind::kMax, {0});
                  }));
+}
+
+}  // namespace
+}  // namespace axle::autodiff::test
+
+namespace axle::autodiff::test {
+namespace {
+
+// Note [Recomputed regions]: an MLP block y = x + W2 gelu-ish(W1 x) as a remat region. The
+// gradients are bitwise those without the region; the backward recomputes the region behind one
+// optimization_barrier, and no backward node reads an intermediate of the forward region (only
+// its input x and the weights), except, with kSaveProducts, the products' results.
+TEST(BuildVjpTest, RecomputedRegionsGiveTheSameGradients) {
+  for (auto policy : {RematRegion::Policy::kFull, RematRegion::Policy::kSaveProducts}) {
+    auto build = [&](bool remat, ir::Module& m, std::vector<const ir::Node*>* region_nodes) {
+      Builder b(m.AddFunction("main"));
+      Value* x0 = b.Parameter(0, TensorType(DType::kF32, Shape{4, 8}), "x");
+      Value* w1 = b.Parameter(1, TensorType(DType::kF32, Shape{8, 16}), "w1");
+      Value* w2 = b.Parameter(2, TensorType(DType::kF32, Shape{16, 8}), "w2");
+      Value* x = b.Unary(OpKind::kTanh, x0);  // an activation: computed, depends on the wrt x0
+      const size_t start = m.entry()->nodes().size();
+      Value* h = b.MatMul(x, w1);
+      Value* a = b.Mul(h, b.Unary(OpKind::kLogistic, h));
+      Value* y = b.Add(x, b.MatMul(a, w2));
+      if (region_nodes)
+        for (size_t i = start; i < m.entry()->nodes().size(); ++i) region_nodes->push_back(m.entry()->nodes()[i].get());
+      Value* loss = b.Reduce(b.Mul(y, y), ReduceKind::kSum, {0, 1});
+      std::vector<RematRegion> regions;
+      if (remat) regions.push_back(RematRegion{*region_nodes, policy});
+      std::vector<Value*> outs = {loss}, cots = {b.Scalar(DType::kF32, 1)}, wrt = {x0, w1, w2};
+      std::vector<Value*> d = BuildVjp(b, outs, cots, wrt, nullptr, regions);
+      b.Return({loss, d[0], d[1], d[2]});
+      ir::Verify(m);
+    };
+    ir::Module plain, rem;
+    std::vector<const ir::Node*> region;
+    build(false, plain, nullptr);
+    build(true, rem, &region);
+    const std::vector<Literal> args = {RandomLiteral(TensorType(DType::kF32, Shape{4, 8}), 1),
+                                       RandomLiteral(TensorType(DType::kF32, Shape{8, 16}), 2),
+                                       RandomLiteral(TensorType(DType::kF32, Shape{16, 8}), 3)};
+    const std::vector<Literal> want = ir::Evaluate(*plain.entry(), args), got = ir::Evaluate(*rem.entry(), args);
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_TRUE(std::ranges::equal(want[i].bytes(), got[i].bytes())) << "result " << i;
+    // The structure: one barrier; the backward reads no region value but the saved products.
+    std::unordered_set<const Value*> region_values;
+    for (const ir::Node* n : region)
+      if (!(policy == RematRegion::Policy::kSaveProducts && n->op() == OpKind::kDotGeneral))
+        region_values.insert(n->result());
+    int barriers = 0;
+    bool after = false;
+    for (const auto& n : rem.entry()->nodes()) {
+      if (n->op() == OpKind::kOptimizationBarrier) ++barriers, after = true;
+      if (!after) continue;
+      for (const Value* v : n->operands())
+        EXPECT_FALSE(region_values.count(v)) << "the backward reads " << ir::PrintNode(*v->node());
+    }
+    EXPECT_EQ(barriers, 1);
+  }
 }
 
 }  // namespace
