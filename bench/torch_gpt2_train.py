@@ -9,7 +9,10 @@ same AdamW settings as bench/train_tokens_per_s.sh gives `axle train` (lr 3e-4, 
 0.999), eps 1e-8, weight decay 0.1 on dim >= 2 params, grad clip 1.0) on random byte tokens.
 Prints one JSON line per step ({"step", "loss", "step_s", "tokens_per_s"}) and a last line
 {"summary": ...} with the tokens/s over the steps after the first `--skip` (default 2), which
-include one-time warmup (allocator, thread pool, first-touch of the weights).
+include one-time warmup (allocator, thread pool, first-touch of the weights). --autocast-bf16
+runs the forward under torch.autocast("cpu", dtype=torch.bfloat16) (PyTorch's CPU mixed
+precision: f32 weights and optimizer, products in bf16), the peer of `axle train --precision
+bf16-mixed`.
 """
 import argparse
 import json
@@ -40,6 +43,7 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--config", choices=sorted(PRESETS), default="small")
+    ap.add_argument("--autocast-bf16", action="store_true", help="the forward under torch.autocast(cpu, bf16)")
     a = ap.parse_args()
     if a.steps <= a.skip:
         ap.error(f"--steps must be more than --skip ({a.skip})")
@@ -56,7 +60,8 @@ def main():
         x, y = ref.get_batch(tokens, step, a.batch, a.seq)
         x, y = torch.from_numpy(x), torch.from_numpy(y)
         t0 = time.perf_counter()
-        loss = ref.train_step(torch, model, opt, x, y, a.lr, 1.0)  # .item() waits for the step
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast_bf16):
+            loss = ref.train_step(torch, model, opt, x, y, a.lr, 1.0)  # .item() waits for the step
         dt = time.perf_counter() - t0
         if step >= a.skip:
             timed.append(dt)
@@ -65,7 +70,8 @@ def main():
     total = sum(timed)
     print(json.dumps({"summary": {"steps_timed": len(timed), "tokens": n_tok * len(timed),
                                   "seconds": total, "tokens_per_s": n_tok * len(timed) / total,
-                                  "threads": a.threads, "torch": torch.__version__}}), flush=True)
+                                  "threads": a.threads, "torch": torch.__version__,
+                                  "autocast_bf16": a.autocast_bf16}}), flush=True)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,11 @@
 #   CONFIG=124m STEPS=8 bench/train_tokens_per_s.sh
 #   STEPS=30 AXLE=build-x/axle TORCH_THREADS=1 bench/train_tokens_per_s.sh
 #   CONFIG=124m STEPS=8 ROUNDS=3 bench/train_tokens_per_s.sh   # alternate the sides, print medians
+#   PRECISION=bf16-mixed CONFIG=124m STEPS=8 ROUNDS=3 bench/train_tokens_per_s.sh   # bf16 autocast
 #
-# Environment: CONFIG (small), BATCH / SEQ (per config), STEPS (default 20), SKIP (default 2: the
+# Environment: PRECISION (fp32, or bf16-mixed: `axle train --precision bf16-mixed` against PyTorch's
+# torch.autocast("cpu", dtype=torch.bfloat16), and each round also runs Axle in fp32 for the
+# bf16 / f32 speedup; JAX is left out), CONFIG (small), BATCH / SEQ (per config), STEPS (default 20), SKIP (default 2: the
 # first steps are compile / warmup and are not timed), ROUNDS (default 1: runs of each side,
 # alternated; the table shows medians), AXLE (default build/axle), PYTHON (default
 # /usr/bin/python3, must have torch), TORCH_THREADS (default: the core count), TORCH_MKL (default:
@@ -40,6 +43,12 @@ case "$CONFIG" in
   *) BATCH="${BATCH:-4}" ;;
 esac
 SEQ="${SEQ:-64}"
+PRECISION="${PRECISION:-fp32}"
+case "$PRECISION" in
+  fp32) TORCH_PRECISION=() ;;
+  bf16-mixed) TORCH_PRECISION=(--autocast-bf16); JAX_PYTHON=none ;;
+  *) echo "PRECISION=$PRECISION: expected fp32 or bf16-mixed" >&2; exit 2 ;;
+esac
 # One OpenBLAS core for every side (Note [OpenBLAS's kernels], src/backends/cpu/blas.cc): an
 # environment that sets OPENBLAS_CORETYPE (this VM's set Haswell, AVX2, on a Zen 5 whose AVX-512
 # kernels run sgemm twice as fast) would otherwise hold back Axle, PyTorch and the roofline alike.
@@ -67,7 +76,7 @@ TMP="$(mktemp -d "${TMPDIR:-/tmp}/axle_bench.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
 
 echo "machine: $CORES cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "workload: $CONFIG GPT-2, batch $BATCH x seq $SEQ, $STEPS steps, first $SKIP not timed"
+echo "workload: $CONFIG GPT-2, batch $BATCH x seq $SEQ, $STEPS steps, first $SKIP not timed, precision $PRECISION"
 
 # One run of each side; both print "" when they cannot run (the reason goes to stderr once).
 axle_ok=1
@@ -76,9 +85,10 @@ if [[ ! -x "$AXLE" ]]; then
 elif ! grep -qE "^ +train( |$)" <<<"$("$AXLE" --help 2>/dev/null)"; then
   echo "axle: $AXLE has no 'train' subcommand (an old or partial build; rebuild it, or set AXLE=path/to/axle); skipped"; axle_ok=0
 fi
-run_axle() {  # -> "tokens/s compile_s"
+run_axle() {  # [PRECISION] -> "tokens/s compile_s"
   [[ "$axle_ok" == 1 ]] || return 0
   if "$AXLE" train --config "$CONFIG" --samples 0 --no-progress --steps "$STEPS" --batch "$BATCH" --seq "$SEQ" --lr 3e-4 \
+       --precision "${1:-$PRECISION}" \
        --weight-decay 0.1 --grad-clip 1.0 --dropout 0 --log-json "$TMP/axle.jsonl" \
        > "$TMP/axle.out" 2>&1; then
     # Tokens over time of the timed steps (not the mean of per-step rates, which overweights
@@ -108,7 +118,8 @@ fi
 run_torch() {  # [ENV=VALUE...] -> "tokens/s"
   [[ "$torch_ok" == 1 ]] || return 0
   if "${TORCH_ENV[@]}" "$@" "$PYTHON" "$ROOT/bench/torch_gpt2_train.py" --config "$CONFIG" \
-       --steps "$STEPS" --skip "$SKIP" --batch "$BATCH" --seq "$SEQ" --threads "$TORCH_THREADS" > "$TMP/torch.jsonl" 2> "$TMP/torch.err"; then
+       --steps "$STEPS" --skip "$SKIP" --batch "$BATCH" --seq "$SEQ" --threads "$TORCH_THREADS" "${TORCH_PRECISION[@]}" \
+       > "$TMP/torch.jsonl" 2> "$TMP/torch.err"; then
     "$PYTHON" -c 'import json,sys; s=json.loads(open(sys.argv[1]).read().splitlines()[-1]); print("%.1f" % s["summary"]["tokens_per_s"])' "$TMP/torch.jsonl"
   else
     { echo "torch: the benchmark failed:"; tail -5 "$TMP/torch.err"; } >&2
@@ -144,10 +155,18 @@ TORCH_MKL="${TORCH_MKL:-auto}"
 TORCH_ONE_THREAD="${TORCH_ONE_THREAD:-auto}"
 faster() { [[ -z "$2" ]] || awk -v m="$1" -v o="$2" 'BEGIN{exit !(m > o)}'; }  # tokens/s $1 beats $2 (or no $2)
 axle_all="" torch_all="" torch_ob_all="" torch_mkl_all="" torch_1t_all="" ratio_all="" axle_compile=""
+axle_f32_all="" speedup_all=""
 near_ratios="" apart_ratios=""
 for ((round = 1; round <= ROUNDS; ++round)); do
   rt0="$(probe_cores)"
   a="$(run_axle)"
+  a32=""
+  if [[ "$PRECISION" != fp32 ]]; then  # Axle's own f32 in the same round: the bf16 speedup
+    cp "$TMP/axle.out" "$TMP/axle.mixed.out"
+    a32="$(run_axle fp32)"
+    cp "$TMP/axle.mixed.out" "$TMP/axle.out"
+    [[ -n "$a32" && -n "$a" ]] && axle_f32_all+=" ${a32%% *}" && speedup_all+=" $(awk -v a="${a%% *}" -v f="${a32%% *}" 'BEGIN{printf "%.2f", a/f}')"
+  fi
   if [[ "$TORCH_MKL" == auto ]]; then  # the MKL Axle loaded (its header: "blas: mkl, MKL V (sequential), PATH")
     TORCH_MKL="$(sed -n 's/^blas: mkl, .*, \(\/.*\)$/\1/p' "$TMP/axle.out" 2>/dev/null | head -1)"
     TORCH_MKL="${TORCH_MKL:-none}"
@@ -178,7 +197,7 @@ for ((round = 1; round <= ROUNDS; ++round)); do
     else cores="moved"; fi
     cores="; cores $cores, $rt0 / $rt1 ns"
   fi
-  ((ROUNDS > 1)) && echo "round $round: axle ${a%% *} tokens/s, pytorch $t tokens/s${settings:+ (openblas ${torch_ob_all##* }$settings)}${r:+, ${r}x}$cores"
+  ((ROUNDS > 1)) && echo "round $round: axle ${a%% *} tokens/s${a32:+ (fp32 ${a32%% *})}, pytorch $t tokens/s${settings:+ (openblas ${torch_ob_all##* }$settings)}${r:+, ${r}x}$cores"
 done
 axle_tps=""
 [[ -n "$axle_all" ]] && axle_tps="$(median <<<"$axle_all") $axle_compile"
@@ -250,9 +269,14 @@ through="OpenBLAS"
 printf '%-26s %14s\n' "" "tokens/s"
 printf '%-26s %14s   %s\n' "axle train" "${axle_tps%% *}" "$(roof "${axle_tps%% *}")"
 [[ -n "$axle_tps" ]] && printf '%-26s %14s\n' "  (compile, s)" "${axle_tps##* }"
+if [[ -n "$speedup_all" ]]; then
+  printf '%-26s %14s\n' "  (axle fp32)" "$(median <<<"$axle_f32_all")"
+  printf '%-26s %14s%s\n' "  (bf16-mixed / fp32)" "$(awk -v r="$(median <<<"$speedup_all")" 'BEGIN{printf "%.2fx", r}')" \
+    "$( ((ROUNDS > 1)) && echo "   median of $ROUNDS rounds:$speedup_all")"
+fi
 [[ -n "$axle_blas" ]] && printf '%-26s %s\n' "  (blas)" "$axle_blas"
 [[ -n "$axle_malloc" ]] && printf '%-26s %s\n' "  (malloc)" "$axle_malloc"
-printf '%-26s %14s   %s\n' "pytorch eager" "$torch_tps" "$(roof "$torch_tps")"
+printf '%-26s %14s   %s\n' "pytorch eager${TORCH_PRECISION:+ (autocast bf16)}" "$torch_tps" "$(roof "$torch_tps")"
 if [[ -n "$torch_mkl_all" || -n "$torch_1t_all" ]]; then
   printf '%-26s %14s\n' "  (openblas, $TORCH_THREADS thr)" "$(median <<<"$torch_ob_all")"
   [[ -n "$torch_mkl_all" ]] && printf '%-26s %14s\n' "  (mkl preloaded)" "$(median <<<"$torch_mkl_all")"

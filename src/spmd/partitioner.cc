@@ -204,6 +204,15 @@ void Partitioner::Partition(const Node& n) {
   Whole(n);
 }
 
+namespace {
+// Whether every `from` value is exactly a `to` value: a half to f32 or f64, f32 to f64.
+bool ExactFloatWidening(DType from, DType to) {
+  if (from == to) return IsFloat(from);
+  if (from == DType::kBF16 || from == DType::kF16) return to == DType::kF32 || to == DType::kF64;
+  return from == DType::kF32 && to == DType::kF64;
+}
+}  // namespace
+
 void Partitioner::Elementwise(const Node& n) {
   const Value* r = n.result(0);
   bool same_shape = true;
@@ -220,7 +229,8 @@ void Partitioner::Elementwise(const Node& n) {
       case OpKind::kAdd:
       case OpKind::kSub:
       case OpKind::kNeg: keep.assign(n.num_operands(), true); break;
-      case OpKind::kConvert: keep[0] = IsFloat(n.operand(0)->dtype()) && IsFloat(r->dtype()); break;
+      // Linear only when exact: a widening float convert (a narrowing one rounds each partial).
+      case OpKind::kConvert: keep[0] = ExactFloatWidening(n.operand(0)->dtype(), r->dtype()); break;
       case OpKind::kDiv: keep[0] = true; break;
       case OpKind::kMul: keep[Ann(n.operand(1)).partial == ann.partial ? 1 : 0] = true; break;
       default: break;
@@ -322,6 +332,15 @@ void Partitioner::Reduce(const Node& n) {
   }
   Value* v = Get(x, want);
   v = lb_.MaskPadding(v, x->type(), want, a.dims, internal::ReduceIdentity(a.kind, x->dtype()));
+  // Note [Partial products of halves], for sums: a sum of halves over a split dim sums in f32 on
+  // each device and across them, and rounds once (bias gradients under bf16 autocast).
+  const bool half = r->dtype() == DType::kBF16 || r->dtype() == DType::kF16;
+  if (half && a.kind == ir::ReduceKind::kSum && !reduced_axes.empty() && want.partial.empty()) {
+    Value* sum = b_.Reduce(b_.Convert(v, DType::kF32), a.kind, a.dims);
+    have.partial = reduced_axes;
+    Value* reduced = lb_.Reshard(sum, TensorType(DType::kF32, r->type().shape), have, ann);
+    return Set(r, b_.Convert(reduced, r->dtype()), ann);
+  }
   v = b_.Reduce(v, a.kind, a.dims);
   have.partial = want.partial;
   if (!reduced_axes.empty()) {
@@ -388,6 +407,19 @@ void Partitioner::DotGeneral(const Node& n) {
   have.partial = axes;
   have.partial.insert(have.partial.end(), lw.partial.begin(), lw.partial.end());
   have.partial.insert(have.partial.end(), rw.partial.begin(), rw.partial.end());
+  // Note [Partial products of halves]
+  // A product of bf16 / f16 values sums in f32 and rounds once (Note [Products of halves],
+  // backends/cpu/dot.cc). Its partial products, rounded to the half on each device and summed in
+  // the half by the collective, would round twice more (bf16 autocast's tensor-parallel rowwise
+  // layers and FSDP's weight gradients drifted from the one-device run by 1e-4 relative in the
+  // loss). So a partial product of halves is an f32 dot_general, reduced in f32, then rounded once:
+  // the one device's numerics up to the order of the f32 sums.
+  if (!have.partial.empty() && (r->dtype() == DType::kBF16 || r->dtype() == DType::kF16)) {
+    Value* local = b_.DotGeneral(l, rr, a, DType::kF32);
+    const TensorType global(DType::kF32, r->type().shape);
+    Value* reduced = lb_.Reshard(local, global, have, ann);
+    return Set(r, b_.Convert(reduced, r->dtype()), ann);
+  }
   Set(r, b_.DotGeneral(l, rr, a), have);
 }
 

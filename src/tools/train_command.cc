@@ -45,6 +45,14 @@ void AddTrainCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunn
   sub->add_option("--grad-clip", o->grad_clip, "Global-norm gradient clipping (0 = off)")
       ->check(kNonNegative);
   sub->add_option("--dropout", o->dropout, "Dropout probability")->check(InRange(0.0, 0.99));
+  sub->add_option("--precision", o->precision,
+                  "fp32, or bf16-mixed: products and attention in bf16 under autocast, softmax, norms, the loss and "
+                  "AdamW in f32 on f32 weights (docs/precision.md)")
+      ->check(CLI::IsMember({"fp32", "bf16-mixed"}));
+  sub->add_option("--remat", o->remat,
+                  "Gradient checkpointing of the decoder blocks: none, full (recompute their activations in the "
+                  "backward) or selective (keep the products' results, recompute the rest)")
+      ->check(CLI::IsMember({"none", "full", "selective"}));
   sub->add_option("--seed", o->seed, "Seed of the initialization, dropout and sampling");
   sub->add_option("--log-json", o->log_json, "Write one JSON object per step to FILE");
   sub->add_option("--log-every", o->log_every, "Print a line every N steps")

@@ -11,14 +11,17 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <cmath>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
+#include "axle/autocast.h"
 #include "axle/checkpoint.h"
 #include "axle/compile.h"
 #include "axle/distributed.h"
@@ -84,6 +87,9 @@ void Validate(const TrainOptions& o) {
   if (!(o.weight_decay >= 0)) Fail("--weight-decay {}: must not be negative", o.weight_decay);
   if (!(o.grad_clip >= 0)) Fail("--grad-clip {}: must not be negative (0 = off)", o.grad_clip);
   if (!(o.dropout >= 0 && o.dropout < 1)) Fail("--dropout {}: must be in [0, 1)", o.dropout);
+  if (o.precision != "fp32" && o.precision != "bf16-mixed")
+    Fail("--precision {}: expected fp32 or bf16-mixed (bf16 autocast over f32 master weights)", o.precision);
+  ParseRematPolicy(o.remat);  // throws naming the policies
   if (o.checkpoint_every < 0) Fail("--checkpoint-every {}: must not be negative", o.checkpoint_every);
   if (o.keep < 0) Fail("--keep {}: must not be negative (0 keeps every checkpoint)", o.keep);
   if (o.stop_at < 0) Fail("--stop-at {}: must not be negative", o.stop_at);
@@ -298,6 +304,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
       model = std::make_shared<nn::GPT2>(config, o.seed, /*init=*/!resuming, /*materialize=*/!born_sharded);
     }
   }
+  model->set_remat(ParseRematPolicy(o.remat));  // --remat: each decoder block a remat region
   if (o.seq > model->max_positions())
     Fail("--seq {} is longer than the model's context ({} = {})", o.seq,
          model->model_type() == "gpt2" ? "n_positions" : "max_position_embeddings", model->max_positions());
@@ -413,9 +420,11 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   const int64_t optimizer_bytes = BytesPerDevice(state, mesh ? &*mesh : nullptr);
 
   out << fmt::format("axle train: {} {} ({:.2f}M parameters), {} tokens from {}, batch {} x seq "
-                     "{}, {} steps, backend {}\n",
+                     "{}, {} steps, backend {}{}\n",
                      model->model_type(), model->config_string(), model->num_parameters() / 1e6, data.tokens.size(),
-                     data.source, o.batch, o.seq, o.steps, backend());
+                     data.source, o.batch, o.seq, o.steps, backend(),
+                     (o.precision == "fp32" ? "" : ", precision " + o.precision) +
+                         (o.remat == "none" ? "" : ", remat " + o.remat));
   // The backend's own line (the CPU backends: which library runs products); a library its flags
   // ask for that is not installed fails here.
   if (const std::string d = runtime::GetBackend(backend()).Describe(); !d.empty()) out << d << "\n";
@@ -507,8 +516,15 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   // it but the loss.
   auto train_step = [&](const std::vector<Tensor>& batch) {
     opt.zero_grad();
-    Tensor loss = batch.size() == 4 ? model->loss_packed(batch[0], batch[1], batch[2], batch[3])
-                                    : model->forward(batch[0], batch[1]);
+    Tensor loss;
+    {
+      // --precision bf16-mixed: the forward under autocast; backward, clipping and AdamW in f32
+      // on the f32 parameters (each cast's gradient is cast back).
+      std::optional<autocast> mixed;
+      if (o.precision == "bf16-mixed") mixed.emplace(kBFloat16);
+      loss = batch.size() == 4 ? model->loss_packed(batch[0], batch[1], batch[2], batch[3])
+                               : model->forward(batch[0], batch[1]);
+    }
     loss.backward();
     if (o.grad_clip > 0) optim::clip_grad_norm_(all, o.grad_clip);
     opt.step();

@@ -36,6 +36,12 @@ struct TrainOptions {
   double weight_decay = 0.1;
   double grad_clip = 1.0;           // 0 = no clipping
   double dropout = 0.0;
+  // fp32, or bf16-mixed: the forward under axle::autocast(kBFloat16) (products and attention in
+  // bf16, softmax, norms and the loss in f32), f32 parameters, gradients and AdamW (docs/precision.md).
+  std::string precision = "fp32";
+  // Gradient checkpointing of the decoder blocks (docs/memory.md): none, full (recompute each
+  // block's activations in the backward) or selective (keep the products' results).
+  std::string remat = "none";
   uint64_t seed = 1337;
   std::string log_json;             // one JSON object per step
   int64_t log_every = 10;           // a text line every N steps (and the first and last)

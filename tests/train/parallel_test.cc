@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -67,6 +68,43 @@ TEST_F(ParallelTrainTest, EveryMeshGivesTheSingleDeviceLosses) {
     ASSERT_EQ(r.steps.size(), one.steps.size()) << mesh;
     for (size_t i = 0; i < r.steps.size(); ++i)
       EXPECT_NEAR(r.steps[i].loss, one.steps[i].loss, 1e-4 * std::abs(one.steps[i].loss)) << mesh << " step " << i;
+  }
+}
+
+// --remat (Note [Recomputed regions]): each decoder block recomputed in the backward gives the
+// losses of no remat, bit for bit, on the per-op executor and on the compiled backend.
+TEST_F(ParallelTrainTest, RematKeepsTheLossesBitwise) {
+  for (const char* backend : {"cpu", "compiled"}) {
+    std::ostringstream log;
+    TrainOptions o = Tiny(1, "");
+    o.backend = backend;
+    const TrainResult none = Train(o, log);
+    for (const char* remat : {"full", "selective"}) {
+      o.remat = remat;
+      const TrainResult r = Train(o, log);
+      ASSERT_EQ(r.steps.size(), none.steps.size());
+      for (size_t i = 0; i < r.steps.size(); ++i)
+        EXPECT_EQ(r.steps[i].loss, none.steps[i].loss) << backend << " " << remat << " step " << i;
+    }
+  }
+}
+
+// bf16 autocast and remat on a mesh (fsdp=4, tp=2 on 8 virtual devices): the losses of the same
+// run on one device.
+TEST_F(ParallelTrainTest, AutocastAndRematOnAMeshGiveTheSingleDeviceLosses) {
+  std::ostringstream log;
+  TrainOptions o = Tiny(1, "");
+  o.precision = "bf16-mixed";
+  o.remat = "full";
+  const TrainResult one = Train(o, log);
+  TrainOptions m = Tiny(8, "fsdp=4,tp=2");
+  m.precision = "bf16-mixed";
+  m.remat = "full";
+  const TrainResult r = Train(m, log);
+  ASSERT_EQ(r.steps.size(), one.steps.size());
+  for (size_t i = 0; i < r.steps.size(); ++i) {
+    std::cout << fmt::format("step {}: {:.9g} on one device, {:.9g} on the mesh\n", i, one.steps[i].loss, r.steps[i].loss);
+    EXPECT_NEAR(r.steps[i].loss, one.steps[i].loss, 1e-5 * std::abs(one.steps[i].loss)) << "step " << i;
   }
 }
 
@@ -198,7 +236,6 @@ TEST_F(ParallelTrainTest, FsdpGathersEachParameterOnceAndReduceScattersGradients
 
   nn::GPT2 model(nn::GPT2Config::Preset("tiny"), 0);
   const int64_t num_params = static_cast<int64_t>(model.named_parameters().size());
-  const int64_t layer_params = num_params - 4;  // wte, wpe, ln_f.weight, ln_f.bias
   std::map<const ir::Node*, int> gathers;      // f32 parameter -> all_gathers of it or its transpose
   int reduce_scatters = 0, all_to_alls = 0;
   for (const auto& n : m->entry()->nodes()) {
