@@ -241,6 +241,20 @@ const std::vector<Rule>& Rules() {
          ir::DotGeneralAttrs swapped{d.rhs_batch, d.lhs_batch, d.rhs_contracting, d.lhs_contracting};
          return e.Emit(OpKind::kDotGeneral, {dot->operand(1), dot->operand(0)}, swapped, n.result()->type());
        }},
+      // transpose(convert(dot_general(a, b))) -> convert(transpose(dot_general(a, b))), for the
+      // transpose to meet the product (transpose-dot then swaps its operands): the same
+      // conversion of the same elements. Under bf16 autocast the tied LM head's weight gradient
+      // comes out of autodiff as an f32 convert of a bf16 product, transposed: GPT-2 124M
+      // transposed 154 MB of f32 a step for it (31 ms of 0.76 s).
+      {"transpose-convert-dot", OpKind::kTranspose,
+       [](const Node& n, Emitter& e) -> Value* {
+         const Node* convert = n.operand(0)->node();
+         if (convert->op() != OpKind::kConvert || convert->operand(0)->node()->op() != OpKind::kDotGeneral)
+           return nullptr;
+         Value* x = convert->operand(0);
+         Value* t = e.Emit(OpKind::kTranspose, {x}, n.attrs(), ir::TensorType(x->dtype(), n.result()->shape()));
+         return e.Emit(OpKind::kConvert, {t}, ir::NoAttrs{}, n.result()->type());
+       }},
       // reshape(x) to x's own shape -> x;  reshape(reshape(x)) -> reshape(x)  (row-major order
       // is kept by both, so only the final shape matters)
       {"reshape-reshape", OpKind::kReshape,
