@@ -478,14 +478,11 @@ bool GemmItem(const BlasLibrary& lib, const Mat<T>& a, const Mat<T>& b, const CM
   return BlockFinite(ci, M, N, c.ld);
 }
 
-// Tile t of item i (Note [Product tiles]) through BLAS; false when it holds an inf or NaN.
+// Rows [r0, r1) x columns [c0, c1) of item i (a tile, Note [Product tiles]) through BLAS; false
+// when it holds an inf or NaN.
 template <typename T>
-bool GemmTile(const BlasLibrary& lib, const Mat<T>& a, const Mat<T>& b, const CMat<T>& c, int64_t M, int64_t N,
-              int64_t K, int64_t i, const DotTiles& tiles, int64_t t) {
-  const int64_t r0 = std::min(M, t / tiles.cols * tiles.row_extent);
-  const int64_t r1 = std::min(M, r0 + tiles.row_extent);
-  const int64_t c0 = std::min(N, t % tiles.cols * tiles.col_extent);
-  const int64_t c1 = std::min(N, c0 + tiles.col_extent);
+bool GemmTile(const BlasLibrary& lib, const Mat<T>& a, const Mat<T>& b, const CMat<T>& c, int64_t K, int64_t i,
+              int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   if (r0 >= r1 || c0 >= c1) return true;
   const T* ab = a.at(i);
   const T* bb = b.at(i);
@@ -493,6 +490,46 @@ bool GemmTile(const BlasLibrary& lib, const Mat<T>& a, const Mat<T>& b, const CM
   Gemm(lib, a.trans, b.trans, r1 - r0, c1 - c0, K, a.trans ? ab + r0 : ab + r0 * a.ld, a.ld,
        b.trans ? bb + c0 * b.ld : bb + c0, b.ld, cb, c.ld);
   return BlockFinite(cb, r1 - r0, c1 - c0, c.ld);
+}
+
+// Note [BLAS threads], Note [Product tiles]: runs the B items of a [M, K] x [K, N] product over
+// the pool as whole items (a batch, or products under kSplitMacs), or, for a few large products,
+// as tiles of C (DotTiling for the threads the executor cut it for). `item(i)` computes item i,
+// `tile(i, r0, r1, c0, c1)` rows [r0, r1) x columns [c0, c1) of it; each returns false when its
+// block holds an inf or NaN. Returns whether every block was finite. Which call computes a block
+// depends on the shape and the target's threads alone, never on the schedule.
+template <typename Item, typename Tile>
+bool RunProductBlocks(int64_t B, int64_t M, int64_t N, int64_t K, Item&& item, Tile&& tile) {
+  const bool alone = tls_one_thread;
+  // Note [Products cut for the target]: the target's count when the executor says it.
+  const int threads = alone ? 1 : tls_cut_for > 0 ? tls_cut_for : ThreadPool::Global().num_threads();
+  std::atomic<bool> finite{true};
+  auto check = [&](bool ok) {
+    if (!ok) finite.store(false, std::memory_order_relaxed);
+  };
+  if (B >= threads || M * N * K < kSplitMacs || threads == 1) {
+    auto items = [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) check(item(i));
+    };
+    if (alone)
+      items(0, B);
+    else
+      ThreadPool::Global().ParallelFor(B, B * M * N * K >= kSplitMacs ? 1 : B + 1, items);
+  } else {
+    // Few large products: each one is cut into tiles of C (Note [Product tiles]).
+    const DotTiles tiles = DotTiling(M, N, K, threads);
+    const int64_t count = tiles.rows * tiles.cols;
+    for (int64_t i = 0; i < B; ++i) {
+      ThreadPool::Global().ParallelFor(count, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t t = lo; t < hi; ++t) {
+          const int64_t r0 = std::min(M, t / tiles.cols * tiles.row_extent), r1 = std::min(M, r0 + tiles.row_extent);
+          const int64_t c0 = std::min(N, t % tiles.cols * tiles.col_extent), c1 = std::min(N, c0 + tiles.col_extent);
+          if (r0 < r1 && c0 < c1) check(tile(i, r0, r1, c0, c1));
+        }
+      }, static_cast<int>(std::min<int64_t>(count, 1 << 20)));
+    }
+  }
+  return finite.load(std::memory_order_relaxed);
 }
 
 // Items [lo, hi) of C set to +0 (an empty contraction).
@@ -529,32 +566,12 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out, const DotViews& v)
     // Note [BLAS threads]: BLAS always runs single-threaded, on our pool's threads.
     SetBlasThreads(1);
     const BlasLibrary& lib = Blas();
-    const bool alone = tls_one_thread;
-    // Note [Products cut for the target]: the target's count when the executor says it.
-    const int threads = alone ? 1 : tls_cut_for > 0 ? tls_cut_for : ThreadPool::Global().num_threads();
-    std::atomic<bool> finite{true};
-    auto check = [&](bool ok) {
-      if (!ok) finite.store(false, std::memory_order_relaxed);
-    };
-    if (B >= threads || M * N * K < kSplitMacs || threads == 1) {
-      auto items = [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) check(GemmItem(lib, a, b, c, M, N, K, i));
-      };
-      if (alone)
-        items(0, B);
-      else
-        ThreadPool::Global().ParallelFor(B, B * M * N * K >= kSplitMacs ? 1 : B + 1, items);
-    } else {
-      // Few large products: each one is cut into tiles of C (Note [Product tiles]).
-      const DotTiles tiles = DotTiling(M, N, K, threads);
-      const int64_t count = tiles.rows * tiles.cols;
-      for (int64_t i = 0; i < B; ++i) {
-        ThreadPool::Global().ParallelFor(count, 1, [&](int64_t lo, int64_t hi) {
-          for (int64_t t = lo; t < hi; ++t) check(GemmTile(lib, a, b, c, M, N, K, i, tiles, t));
-        }, static_cast<int>(std::min<int64_t>(count, 1 << 20)));
-      }
-    }
-    if (finite.load(std::memory_order_relaxed)) return true;
+    const bool finite = RunProductBlocks(
+        B, M, N, K, [&](int64_t i) { return GemmItem(lib, a, b, c, M, N, K, i); },
+        [&](int64_t i, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+          return GemmTile(lib, a, b, c, K, i, r0, r1, c0, c1);
+        });
+    if (finite) return true;
   }
   ThreadPool::Global().ParallelFor(B * M, std::max<int64_t>(1, kParallelElements / std::max<int64_t>(N * K, 1)),
                                    [&](int64_t lo, int64_t hi) { ExactRows(a, b, c, M, N, K, lo, hi); });
@@ -701,34 +718,10 @@ bool HalfDotKernel(const Node& node, Operands ops, Literal& out) {
   if (M * N * K >= BlasMinFlops() && std::max({M, N, K}) < (int64_t{1} << 31)) {
     SetBlasThreads(1);
     const BlasLibrary& lib = Blas();
-    const bool alone = tls_one_thread;
-    const int threads = alone ? 1 : tls_cut_for > 0 ? tls_cut_for : ThreadPool::Global().num_threads();
-    std::atomic<bool> finite{true};
-    auto check = [&](bool ok) {
-      if (!ok) finite.store(false, std::memory_order_relaxed);
+    auto block = [&](int64_t i, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+      return HalfBlock<kBF16, Out>(lib, a, b, c, M, N, K, i, r0, r1, c0, c1);
     };
-    if (B >= threads || M * N * K < kSplitMacs || threads == 1) {
-      auto items = [&](int64_t lo, int64_t hi) {
-        for (int64_t i = lo; i < hi; ++i) check(HalfBlock<kBF16, Out>(lib, a, b, c, M, N, K, i, 0, M, 0, N));
-      };
-      if (alone)
-        items(0, B);
-      else
-        ThreadPool::Global().ParallelFor(B, B * M * N * K >= kSplitMacs ? 1 : B + 1, items);
-    } else {
-      const DotTiles tiles = DotTiling(M, N, K, threads);
-      const int64_t count = tiles.rows * tiles.cols;
-      for (int64_t i = 0; i < B; ++i) {
-        ThreadPool::Global().ParallelFor(count, 1, [&](int64_t lo, int64_t hi) {
-          for (int64_t t = lo; t < hi; ++t) {
-            const int64_t r0 = std::min(M, t / tiles.cols * tiles.row_extent), r1 = std::min(M, r0 + tiles.row_extent);
-            const int64_t c0 = std::min(N, t % tiles.cols * tiles.col_extent), c1 = std::min(N, c0 + tiles.col_extent);
-            if (r0 < r1 && c0 < c1) check(HalfBlock<kBF16, Out>(lib, a, b, c, M, N, K, i, r0, r1, c0, c1));
-          }
-        }, static_cast<int>(std::min<int64_t>(count, 1 << 20)));
-      }
-    }
-    if (finite.load(std::memory_order_relaxed)) return true;
+    if (RunProductBlocks(B, M, N, K, [&](int64_t i) { return block(i, 0, M, 0, N); }, block)) return true;
   }
   ThreadPool::Global().ParallelFor(B * M, std::max<int64_t>(1, kParallelElements / std::max<int64_t>(N * K, 1)),
                                    [&](int64_t lo, int64_t hi) { ExactHalfRows<kBF16, Out>(a, b, c, M, N, K, lo, hi); });
@@ -875,7 +868,9 @@ bool DotRowBlockT(const Node& node, Operands ops, Literal& out, int64_t slice, i
   ArrangeResult(node, out, dims, v.out, c);
   SetBlasThreads(1);
   // ChainRowSlices: the tiles are `threads` blocks of whole rows, so tile `slice` is block `slice`.
-  return GemmTile(Blas(), a, b, c, dims.M, dims.N, dims.K, 0, DotTiling(dims.M, dims.N, dims.K, threads), slice);
+  const DotTiles tiles = DotTiling(dims.M, dims.N, dims.K, threads);
+  const int64_t r0 = std::min(dims.M, slice * tiles.row_extent);
+  return GemmTile(Blas(), a, b, c, dims.K, 0, r0, std::min(dims.M, r0 + tiles.row_extent), 0, dims.N);
 }
 
 bool DotRowBlocks(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t hi, int threads,
