@@ -90,7 +90,11 @@ TEST_F(ParallelTrainTest, RematKeepsTheLossesBitwise) {
 }
 
 // bf16 autocast and remat on a mesh (fsdp=4, tp=2 on 8 virtual devices): the losses of the same
-// run on one device.
+// run on one device, within 1e-5 for the first two steps (the first is bitwise: Note [Partial
+// products of halves]). The mesh sums a product's f32 terms in another order, which flips the
+// bf16 rounding of a few elements; each update then grows the difference. With oneDNN's bf16
+// GEMM the third step stays within 2e-6; with the products widened to f32 (a sanitizer build,
+// which loads no oneDNN) it reached 1.2e-5, so the third is held to 1e-4.
 TEST_F(ParallelTrainTest, AutocastAndRematOnAMeshGiveTheSingleDeviceLosses) {
   std::ostringstream log;
   TrainOptions o = Tiny(1, "");
@@ -104,7 +108,8 @@ TEST_F(ParallelTrainTest, AutocastAndRematOnAMeshGiveTheSingleDeviceLosses) {
   ASSERT_EQ(r.steps.size(), one.steps.size());
   for (size_t i = 0; i < r.steps.size(); ++i) {
     std::cout << fmt::format("step {}: {:.9g} on one device, {:.9g} on the mesh\n", i, one.steps[i].loss, r.steps[i].loss);
-    EXPECT_NEAR(r.steps[i].loss, one.steps[i].loss, 1e-5 * std::abs(one.steps[i].loss)) << "step " << i;
+    const double tolerance = i < 2 ? 1e-5 : 1e-4;
+    EXPECT_NEAR(r.steps[i].loss, one.steps[i].loss, tolerance * std::abs(one.steps[i].loss)) << "step " << i;
   }
 }
 
