@@ -622,18 +622,17 @@ bool DotItemsT(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t
 // schedule. Halves take no views, chains or row slices (DotTakesViews, ChainSlices). A product
 // declared f32 (an f32 dot_general of halves, Note [Partial products of halves]) stores the f32
 // tile as it is, and the exact loop rounds its double sum to f32 once.
+// The half's tag (kernels.h), and a double sum rounded to it once (Note [Single rounding]: through
+// round-to-odd f32).
 template <bool kBF16>
-struct HalfOf {
-  static float Widen(uint16_t h) { return kBF16 ? BF16ToFloat(h) : F16ToFloat(h); }
-  static uint16_t Narrow(float f) { return kBF16 ? FloatToBF16(f) : FloatToF16(f); }
-  // Note [Single rounding]: a double sum reaches the half through round-to-odd f32.
-  static uint16_t NarrowExact(double v) { return Narrow(ax_f64_to_f32_odd(v)); }
+struct HalfOf : std::conditional_t<kBF16, BF16Tag, F16Tag> {
+  static uint16_t NarrowExact(double v) { return HalfOf::Store(ax_f64_to_f32_odd(v)); }
 };
 
 // The result element of an f32 tile value (Out = float: as it is) or of a double sum.
 template <bool kBF16, typename Out>
 Out StoreTile(float v) {
-  if constexpr (std::is_same_v<Out, float>) return v; else return HalfOf<kBF16>::Narrow(v);
+  if constexpr (std::is_same_v<Out, float>) return v; else return HalfOf<kBF16>::Store(v);
 }
 template <bool kBF16, typename Out>
 Out StoreExact(double v) {
@@ -654,7 +653,7 @@ void ExactHalfRows(const Mat<uint16_t>& a, const Mat<uint16_t>& b, Out* c, int64
     for (int64_t n = 0; n < N; ++n) {
       double acc = -0.0;
       for (int64_t k = 0; k < K; ++k)
-        acc += static_cast<double>(H::Widen(arow[k * ak])) * static_cast<double>(H::Widen(bmat[k * bk + n * bn]));
+        acc += static_cast<double>(H::Load(arow[k * ak])) * static_cast<double>(H::Load(bmat[k * bk + n * bn]));
       c[bm * N + n] = StoreExact<kBF16, Out>(acc);
     }
   }
@@ -665,7 +664,7 @@ void ExactHalfRows(const Mat<uint16_t>& a, const Mat<uint16_t>& b, Out* c, int64
 template <bool kBF16>
 void WidenBlock(const uint16_t* p, bool trans, int64_t ld, int64_t rows, int64_t cols, float* dst) {
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = HalfOf<kBF16>::Widen(trans ? p[c * ld + r] : p[r * ld + c]);
+    for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = HalfOf<kBF16>::Load(trans ? p[c * ld + r] : p[r * ld + c]);
 }
 
 // Rows [r0, r1) x columns [c0, c1) of item i of C (plain), through an f32 tile; false when the

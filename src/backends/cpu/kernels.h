@@ -12,10 +12,23 @@
 #include <span>
 #include <vector>
 
+#include "core/half.h"
 #include "ir/literal.h"
 #include "ir/module.h"
 
 namespace axle::runtime::cpu {
+
+// A half dtype's element as the hand kernels read and write it: widened exactly to float, and a
+// float rounded back to nearest even (core/half.h). Shared by the elementwise kernels and the
+// products of halves (dot.cc).
+struct BF16Tag {
+  static float Load(uint16_t h) { return BF16ToFloat(h); }
+  static uint16_t Store(float f) { return FloatToBF16(f); }
+};
+struct F16Tag {
+  static float Load(uint16_t h) { return F16ToFloat(h); }
+  static uint16_t Store(float f) { return FloatToF16(f); }
+};
 
 using Operands = std::span<const ir::Literal* const>;
 using KernelFn = bool (*)(const ir::Node& node, Operands ops, ir::Literal& out);

@@ -256,14 +256,6 @@ KernelFn BoolKernelFor(OpKind k) {
 
 
 // ---- bf16 / f16: widen exactly to float, compute there, round back to nearest even ----
-struct BF16Tag {
-  static float Load(uint16_t h) { return BF16ToFloat(h); }
-  static uint16_t Store(float f) { return FloatToBF16(f); }
-};
-struct F16Tag {
-  static float Load(uint16_t h) { return F16ToFloat(h); }
-  static uint16_t Store(float f) { return FloatToF16(f); }
-};
 
 template <typename H, OpKind K>
 bool HalfUnaryKernel(const Node&, Operands ops, Literal& out) {
