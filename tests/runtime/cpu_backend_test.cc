@@ -361,6 +361,56 @@ TEST(CpuDotTest, SomeTransposedBsAreCopiedForOneDnn) {
   }
 }
 
+// Note [Products side by side], Note [Products cut for the target]: a product makes the same
+// BLAS calls paired (on one thread) as unpaired (over the pool), so its bits do not depend on the
+// schedule. Single-item products large enough to be cut into tiles, with B transposed or not, long
+// and narrow (Note [B transposed for oneDNN]) or not, with each BLAS: bitwise equal both ways.
+// (Until session 40 a paired product ran as one call and an unpaired one in tiles; on an AVX-512
+// host with oneDNN the tiles did not copy B, and GPT-2 small's MLP input gradient changed bits.)
+TEST(CpuDotTest, AProductMakesTheSameCallsPairedOrNot) {
+  struct Case {
+    const char* name;
+    int64_t M, K, N;
+    bool b_transposed;
+  };
+  const std::vector<Case> cases = {
+      {"dx = dy w^T, long and narrow", 512, 1024, 128, true},
+      {"dx = dy w^T", 512, 384, 256, true},
+      {"x w", 1024, 256, 384, false},
+      {"wide: tiles by columns", 64, 512, 4096, false},
+  };
+  for (const char* blas : {"openblas", "onednn"}) {
+    if (std::string(blas) == "onednn" && !cpu::DnnlAvailable()) continue;
+    cpu::UseBlas(blas);
+    for (const Case& c : cases) {
+      SCOPED_TRACE(fmt::format("{}: {}", blas, c.name));
+      ir::Module m("dot");
+      Builder b(m.AddFunction("main"));
+      const Shape rhs = c.b_transposed ? Shape{c.N, c.K} : Shape{c.K, c.N};
+      Value* d = b.DotGeneral(b.Parameter(0, F32({c.M, c.K})), b.Parameter(1, F32(rhs)),
+                              {{}, {}, {1}, {c.b_transposed ? 1 : 0}});
+      b.Return({d});
+      const Literal x = RandomLiteral(DType::kF32, {c.M, c.K}, 5), y = RandomLiteral(DType::kF32, rhs, 6);
+      const Literal* const ops_array[] = {&x, &y};
+      const cpu::KernelChoice k = cpu::SelectDotKernel(*d->node());
+      ASSERT_NE(k.fn, nullptr);
+      Literal pool(d->type()), alone(d->type());
+      {
+        cpu::ProductsCutFor cut(2);  // as a two-thread target's executor does
+        ASSERT_TRUE(k.fn(*d->node(), cpu::Operands(ops_array, 2), pool));
+      }
+      std::thread paired([&] {
+        cpu::ProductsOnOneThread one;  // as a pair's thread does (region.cc)
+        cpu::ProductsCutFor cut(2);
+        ASSERT_TRUE(k.fn(*d->node(), cpu::Operands(ops_array, 2), alone));
+      });
+      paired.join();
+      EXPECT_TRUE(testutil::SameBits(pool, alone));
+    }
+  }
+  cpu::UseBlas(flags::blas());
+}
+
 // The exact loop (products under BlasMinFlops) reads the same in-place layouts: bitwise.
 TEST(CpuDotTest, SmallStridedLayoutsAreExact) {
   const std::vector<DotCase> cases = {

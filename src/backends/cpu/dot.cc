@@ -443,53 +443,60 @@ void ExactRows(const Mat<T>& a, const Mat<T>& b, const CMat<T>& c, int64_t M, in
 // 189-202 us, its backward ones 309-322 -> 305-325. Where the penalty is smaller the copy costs
 // about what it saves (the other input gradients, K = 128 or 384, measured in place: no gain,
 // or a loss when B was cold).
-// Whole items only (a pair's products, a batch's items, a chain's slices): a product cut into
-// tiles (Note [Product tiles]) would copy B once per tile.
-// The rule reads only the product's shape and layout, so which call computes an item, and so its
-// bits, never depends on the schedule (on GPT-2 small they did not change at all). Measured on
-// AVX-512 only: elsewhere B stays as it is.
+// The rule reads the whole item's shape and layout, and a tile of an item the rule takes (Note
+// [Product tiles]; a chain's row block) copies its columns of B too (B once per tile: a row tile
+// copies all of it), so the calls that compute an item, and so its bits, never depend on the
+// schedule. (Until session 40 only whole items copied, and a product ran whole in a pair but in
+// tiles unpaired: a recomputation under a memory budget that split a pair changed the bits of
+// GPT-2 small's MLP input gradient, Note [Rematerialization under a budget].) Measured on AVX-512
+// only: elsewhere B stays as it is.
 constexpr int64_t kTransposeMinK = 512;
 constexpr int64_t kTransposeMinRows = 256;
 constexpr int64_t kTransposeMaxElements = int64_t{1} << 22;  // a 16 MB copy at most
 constexpr int64_t kSmallMaxN = 64, kSmallMaxK = 128, kSmallMinRows = 64;
 
-// Batch item i of the product through BLAS; false when the block BLAS wrote holds an inf or NaN.
-// The one call for item i, whether the whole product runs or a chain's slice of it.
+// Whether item calls of this [M, K] x [K, N] product (M, N: the whole item's) read B copied to
+// [K, N] (Note [B transposed for oneDNN]): the item's shape and layout alone decide, for the whole
+// item and for each of its tiles.
+bool CopiesB(const BlasLibrary& lib, const Mat<float>& a, const Mat<float>& b, int64_t M, int64_t N, int64_t K) {
+  const bool long_narrow = K >= kTransposeMinK && 4 * N <= K && M >= kTransposeMinRows && N * K <= kTransposeMaxElements;
+  const bool small = N <= kSmallMaxN && K <= kSmallMaxK && M >= kSmallMinRows;
+  return b.trans && (long_narrow || small) && lib.dnnl_sgemm != nullptr && lib.dnnl_avx512 &&
+         DnnlTakes(a.trans, false, M, N, K, N, true) && flags::transpose_b();
+}
+
+// Rows [r0, r1) x columns [c0, c1) of item i of a [M, K] x [K, N] product through BLAS, one call;
+// false when the block holds an inf or NaN. The whole item is the block [0, M) x [0, N); a tile
+// (Note [Product tiles]) or a chain's row block a part of it.
+template <typename T>
+bool GemmBlock(const BlasLibrary& lib, const Mat<T>& a, const Mat<T>& b, const CMat<T>& c, int64_t M, int64_t N,
+               int64_t K, int64_t i, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+  if (r0 >= r1 || c0 >= c1) return true;
+  const T* ab = a.at(i) + (a.trans ? r0 : r0 * a.ld);
+  const T* bb = b.at(i) + (b.trans ? c0 * b.ld : c0);
+  T* cb = c.at(i) + r0 * c.ld + c0;
+  if constexpr (std::is_same_v<T, float>) {
+    if (CopiesB(lib, a, b, M, N, K)) {
+      // Note [B transposed for oneDNN]: the block's columns of B, as [K, c1 - c0].
+      const int64_t w = c1 - c0;
+      thread_local std::vector<float> bt;
+      if (bt.size() < static_cast<size_t>(w * K)) bt.resize(static_cast<size_t>(w * K));
+      TransposeInto(bb, w, K, b.ld, bt.data(), w);
+      g_transposed_operands.fetch_add(1, std::memory_order_relaxed);
+      Gemm(lib, a.trans, false, r1 - r0, w, K, ab, a.ld, bt.data(), w, cb, c.ld);
+      return BlockFinite(cb, r1 - r0, w, c.ld);
+    }
+  }
+  Gemm(lib, a.trans, b.trans, r1 - r0, c1 - c0, K, ab, a.ld, bb, b.ld, cb, c.ld);
+  return BlockFinite(cb, r1 - r0, c1 - c0, c.ld);
+}
+
+// Batch item i of the product through BLAS, whole: one call, whether the whole product runs or a
+// chain's slice of it.
 template <typename T>
 bool GemmItem(const BlasLibrary& lib, const Mat<T>& a, const Mat<T>& b, const CMat<T>& c, int64_t M, int64_t N,
               int64_t K, int64_t i) {
-  T* ci = c.at(i);
-  if constexpr (std::is_same_v<T, float>) {
-    // Note [B transposed for oneDNN].
-    const bool long_narrow = K >= kTransposeMinK && 4 * N <= K && M >= kTransposeMinRows && N * K <= kTransposeMaxElements;
-    const bool small = N <= kSmallMaxN && K <= kSmallMaxK && M >= kSmallMinRows;
-    if (b.trans && (long_narrow || small) &&
-        lib.dnnl_sgemm != nullptr && lib.dnnl_avx512 && DnnlTakes(a.trans, false, M, N, K, N, true) &&
-        flags::transpose_b()) {
-      thread_local std::vector<float> bt;
-      if (bt.size() < static_cast<size_t>(N * K)) bt.resize(static_cast<size_t>(N * K));
-      TransposeInto(b.at(i), N, K, b.ld, bt.data(), N);
-      g_transposed_operands.fetch_add(1, std::memory_order_relaxed);
-      Gemm(lib, a.trans, false, M, N, K, a.at(i), a.ld, bt.data(), N, ci, c.ld);
-      return BlockFinite(ci, M, N, c.ld);
-    }
-  }
-  Gemm(lib, a.trans, b.trans, M, N, K, a.at(i), a.ld, b.at(i), b.ld, ci, c.ld);
-  return BlockFinite(ci, M, N, c.ld);
-}
-
-// Rows [r0, r1) x columns [c0, c1) of item i (a tile, Note [Product tiles]) through BLAS; false
-// when it holds an inf or NaN.
-template <typename T>
-bool GemmTile(const BlasLibrary& lib, const Mat<T>& a, const Mat<T>& b, const CMat<T>& c, int64_t K, int64_t i,
-              int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-  if (r0 >= r1 || c0 >= c1) return true;
-  const T* ab = a.at(i);
-  const T* bb = b.at(i);
-  T* cb = c.at(i) + r0 * c.ld + c0;
-  Gemm(lib, a.trans, b.trans, r1 - r0, c1 - c0, K, a.trans ? ab + r0 : ab + r0 * a.ld, a.ld,
-       b.trans ? bb + c0 * b.ld : bb + c0, b.ld, cb, c.ld);
-  return BlockFinite(cb, r1 - r0, c1 - c0, c.ld);
+  return GemmBlock(lib, a, b, c, M, N, K, i, 0, M, 0, N);
 }
 
 // Note [BLAS threads], Note [Product tiles]: runs the B items of a [M, K] x [K, N] product over
@@ -501,8 +508,9 @@ bool GemmTile(const BlasLibrary& lib, const Mat<T>& a, const Mat<T>& b, const CM
 template <typename Item, typename Tile>
 bool RunProductBlocks(int64_t B, int64_t M, int64_t N, int64_t K, Item&& item, Tile&& tile) {
   const bool alone = tls_one_thread;
-  // Note [Products cut for the target]: the target's count when the executor says it.
-  const int threads = alone ? 1 : tls_cut_for > 0 ? tls_cut_for : ThreadPool::Global().num_threads();
+  // Note [Products cut for the target]: the target's count when the executor says it; on one
+  // thread too (Note [Products side by side]: the same calls, run one after the other).
+  const int threads = tls_cut_for > 0 ? tls_cut_for : ThreadPool::Global().num_threads();
   std::atomic<bool> finite{true};
   auto check = [&](bool ok) {
     if (!ok) finite.store(false, std::memory_order_relaxed);
@@ -520,13 +528,17 @@ bool RunProductBlocks(int64_t B, int64_t M, int64_t N, int64_t K, Item&& item, T
     const DotTiles tiles = DotTiling(M, N, K, threads);
     const int64_t count = tiles.rows * tiles.cols;
     for (int64_t i = 0; i < B; ++i) {
-      ThreadPool::Global().ParallelFor(count, 1, [&](int64_t lo, int64_t hi) {
+      auto run = [&](int64_t lo, int64_t hi) {
         for (int64_t t = lo; t < hi; ++t) {
           const int64_t r0 = std::min(M, t / tiles.cols * tiles.row_extent), r1 = std::min(M, r0 + tiles.row_extent);
           const int64_t c0 = std::min(N, t % tiles.cols * tiles.col_extent), c1 = std::min(N, c0 + tiles.col_extent);
           if (r0 < r1 && c0 < c1) check(tile(i, r0, r1, c0, c1));
         }
-      }, static_cast<int>(std::min<int64_t>(count, 1 << 20)));
+      };
+      if (alone)
+        run(0, count);
+      else
+        ThreadPool::Global().ParallelFor(count, 1, run, static_cast<int>(std::min<int64_t>(count, 1 << 20)));
     }
   }
   return finite.load(std::memory_order_relaxed);
@@ -569,7 +581,7 @@ bool DotKernelT(const Node& node, Operands ops, Literal& out, const DotViews& v)
     const bool finite = RunProductBlocks(
         B, M, N, K, [&](int64_t i) { return GemmItem(lib, a, b, c, M, N, K, i); },
         [&](int64_t i, int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
-          return GemmTile(lib, a, b, c, K, i, r0, r1, c0, c1);
+          return GemmBlock(lib, a, b, c, M, N, K, i, r0, r1, c0, c1);
         });
     if (finite) return true;
   }
@@ -869,7 +881,7 @@ bool DotRowBlockT(const Node& node, Operands ops, Literal& out, int64_t slice, i
   // ChainRowSlices: the tiles are `threads` blocks of whole rows, so tile `slice` is block `slice`.
   const DotTiles tiles = DotTiling(dims.M, dims.N, dims.K, threads);
   const int64_t r0 = std::min(dims.M, slice * tiles.row_extent);
-  return GemmTile(Blas(), a, b, c, dims.K, 0, r0, std::min(dims.M, r0 + tiles.row_extent), 0, dims.N);
+  return GemmBlock(Blas(), a, b, c, dims.M, dims.N, dims.K, 0, r0, std::min(dims.M, r0 + tiles.row_extent), 0, dims.N);
 }
 
 bool DotRowBlocks(const Node& node, Operands ops, Literal& out, int64_t lo, int64_t hi, int threads,

@@ -126,8 +126,9 @@ class ProductsCutFor {
   int previous_;
 };
 
-// Note [Products side by side] (pairs.cc): while one of these lives on a thread, the
-// products that thread runs are one BLAS call per batch item on that thread: no tiles, no pool.
+// Note [Products side by side] (pairs.cc): while one of these lives on a thread, the products
+// that thread runs make the calls they make anywhere (per batch item, or the tiles of Note
+// [Product tiles] for ProductsCutFor's count), all of them on that thread: no pool.
 class ProductsOnOneThread {
  public:
   ProductsOnOneThread();

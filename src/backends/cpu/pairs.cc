@@ -24,10 +24,15 @@ namespace axle::runtime::internal {
 // consecutive products of at least pair_min_macs multiply-adds (passes::CpuScheduleParams) each, within 2x of each other, of
 // which the second does not read the first and each of whose results is at most
 // pair_max_result_elements (a larger C is better cut into tiles, Note [Product tiles] in dot.cc:
-// GPT-2 124M's LM head weight gradient is 38.6M), run as one pool call of two items, each product one
-// BLAS call per batch item on its thread (cpu::ProductsOnOneThread). A pair is fixed when the
-// executable is built and each product is computed by the same calls whichever thread (or, when
-// the pool is crowded, the caller alone) runs it, so the bits do not depend on the schedule.
+// GPT-2 124M's LM head weight gradient is 38.6M), run as one pool call of two items, each product
+// on one thread (cpu::ProductsOnOneThread) making the calls it makes unpaired: one per batch item,
+// or, for a product of one item large enough to be cut, its tiles one after the other (Note
+// [Products cut for the target] in kernels.h), which still spares the wait for the slower half.
+// Whether a product is paired depends on its neighbours (a recomputation placed between two
+// products unpairs them, Note [Rematerialization under a budget]), so its calls must not: until
+// session 40 a paired product ran whole, unpaired in tiles, and the two can round differently.
+// Each product is computed by the same calls whichever thread (or, when the pool is crowded, the
+// caller alone) runs it, paired or not, so the bits do not depend on the schedule.
 namespace {
 
 int64_t ProductMacs(const Node& n) {

@@ -108,7 +108,10 @@ void CpuExecutable::RunRegion(RunState& rs, const Region& region, std::vector<Sl
         const size_t followers = static_cast<size_t>(region.followers);
         std::atomic<bool> second_done{false};
         ThreadPool::Global().ParallelFor(items, 1, [&](int64_t lo, int64_t hi) {
+          // Each product the calls it makes anywhere, for the target's threads (Note [Products
+          // cut for the target]), here one after the other on this thread.
           cpu::ProductsOnOneThread alone;
+          cpu::ProductsCutFor cut(target_.threads);
           for (int64_t i = lo; i < hi; ++i) {
             whole(static_cast<size_t>(i));
             if (i == 1) second_done.store(true, std::memory_order_release);
