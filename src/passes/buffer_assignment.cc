@@ -14,8 +14,8 @@ namespace axle::passes {
 namespace {
 
 std::string Bytes(int64_t n) {
-  if (n >= int64_t{1} << 20) return fmt::format("{:.2f} MB", static_cast<double>(n) / (1 << 20));
-  if (n >= int64_t{1} << 10) return fmt::format("{:.1f} KB", static_cast<double>(n) / (1 << 10));
+  if (n >= int64_t{1} << 20) return fmt::format("{:.2f} MiB", static_cast<double>(n) / (1 << 20));
+  if (n >= int64_t{1} << 10) return fmt::format("{:.1f} KiB", static_cast<double>(n) / (1 << 10));
   return fmt::format("{} B", n);
 }
 

@@ -64,7 +64,7 @@ TEST(BufferAssignmentTest, ChainReusesTheArenaAndWritesInPlace) {
   EXPECT_EQ(plan.peak_live_bytes, 2048);
   const std::string text = plan.ToString(w.p);
   EXPECT_NE(text.find("%a -> %b"), std::string::npos) << text;
-  EXPECT_NE(text.find("arena 2048 bytes (live at once at most 2.0 KB)"), std::string::npos) << text;
+  EXPECT_NE(text.find("arena 2048 bytes (live at once at most 2.0 KiB)"), std::string::npos) << text;
 }
 
 TEST(BufferAssignmentTest, DeadBuffersShareAnOffset) {
