@@ -3,7 +3,9 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <string>
 #include <optional>
 
 #include "core/error.h"
@@ -81,6 +83,26 @@ AXLE_FLAGS(AXLE_FLAG_SLOT)
 std::optional<std::string> LauncherVariable(const std::string& name) {
   if (const char* v = std::getenv(name.c_str())) return std::string(v);
   return std::nullopt;
+}
+
+int64_t ParseByteSize(std::string_view text, std::string_view what) {
+  std::string t(text);
+  t.erase(std::remove(t.begin(), t.end(), ' '), t.end());
+  size_t end = 0;
+  double number = 0;
+  try {
+    number = std::stod(t, &end);
+  } catch (const std::exception&) {
+    end = 0;
+  }
+  const std::string unit = t.substr(end);
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1},       {"B", 1},         {"KB", 1e3},     {"MB", 1e6},     {"GB", 1e9},   {"TB", 1e12},
+      {"KiB", 1024}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1099511627776.0}};
+  for (const auto& [name, scale] : kUnits)
+    if (end > 0 && unit == name && number * scale >= 1 && number * scale < 9.2e18)
+      return static_cast<int64_t>(number * scale);
+  Fail("{} '{}': expected a positive size such as 2GiB, 1.5GB, 800MiB or 4096 (bytes)", what, text);
 }
 
 std::string DefaultCacheDir() {

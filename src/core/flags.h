@@ -21,6 +21,10 @@ namespace axle::flags {
 // entry's home directory + /.cache/axle, else /tmp/axle-cache.
 std::string DefaultCacheDir();
 
+// "2GiB", "1.5 GB", "800MiB", "4096" (bytes): the size in bytes; anything else (or a size that is
+// not positive) is an error naming `what` and the accepted forms.
+int64_t ParseByteSize(std::string_view text, std::string_view what);
+
 // X(type, name, default, help)
 #define AXLE_FLAGS(X)                                                                        \
   X(bool, debug, false,                                                                      \
@@ -39,6 +43,8 @@ std::string DefaultCacheDir();
     "Directory of the on-disk cache ($XDG_CACHE_HOME/axle, else ~/.cache/axle).")            \
   X(int64_t, cache_max_bytes, int64_t{2} << 30,                                              \
     "Size cap of the on-disk cache; least recently used entries are evicted past it.")      \
+  X(int64_t, memory_budget, int64_t{0},                                                      \
+    "Bytes of arena the compiled backend's remat pass fits each step's plan into, recomputing activations (0 = no budget; docs/memory.md).") \
   X(bool, fast_math, true,                                                                   \
     "Generated kernels use vectorisable exp/log/tanh/erf (accuracy in docs/compiler.md); 0 = the C library's, bitwise equal to the interpreter.") \
   X(bool, profile, false,                                                                    \

@@ -182,7 +182,8 @@ struct CacheEntry {
 // seen before maps to the canonical hash it had; only a new key builds the module. Equal keys
 // mean equal modules, so this changes which work is skipped, never which executable runs.
 struct Cache {
-  std::map<std::pair<std::string, std::string>, CacheEntry> entries;  // (backend, hash) -> entry
+  // (backend and its options, hash) -> entry
+  std::map<std::pair<std::string, std::string>, CacheEntry> entries;
   std::map<ir::ModuleHash, std::string> trace_keys;                     // trace key -> hash
 };
 
@@ -558,9 +559,14 @@ void SyncImpl(detail::StepRecord* record) {
   // still alive, and is hashed canonically.
   detail::Cache& cache = detail::GetCache();
   if (detail::g_backend.empty()) set_backend(flags::backend());
+  // The backend and the compile options that change its executable: a memory budget (the remat
+  // pass, Note [Rematerialization under a budget]) makes another one of the same module.
+  const std::string compiler = flags::memory_budget() > 0
+                                   ? fmt::format("{} (memory budget {})", detail::g_backend, flags::memory_budget())
+                                   : detail::g_backend;
   auto it = cache.entries.end();
   if (auto k = cache.trace_keys.find(trace_key); k != cache.trace_keys.end())
-    it = cache.entries.find(std::make_pair(detail::g_backend, k->second));
+    it = cache.entries.find(std::make_pair(compiler, k->second));
   std::unique_ptr<ir::Module> module;
   detail::Signature sig;
   sig.precision = t.precision;
@@ -595,7 +601,7 @@ void SyncImpl(detail::StepRecord* record) {
     if (t.mesh) detail::ReplicateUnannotatedParameters(*fn);
     hash = ir::HashModule(*module).ToHex();
     cache.trace_keys[trace_key] = hash;
-    it = cache.entries.find(std::make_pair(detail::g_backend, hash));
+    it = cache.entries.find(std::make_pair(compiler, hash));
   }
   const int64_t graph_nodes = static_cast<int64_t>(cut.size());
   cut.clear();  // points into the trace
@@ -627,7 +633,7 @@ void SyncImpl(detail::StepRecord* record) {
     e.signature = std::move(sig);
     e.number = number;
     e.sync = sync_number;
-    it = cache.entries.emplace(std::make_pair(detail::g_backend, hash), std::move(e)).first;
+    it = cache.entries.emplace(std::make_pair(compiler, hash), std::move(e)).first;
     const bool disk_hit = it->second.exe->compile_info().disk_hit;
     detail::UpdateMetrics([&](Metrics& m) {
       ++(disk_hit ? m.disk_hits : m.compiles);

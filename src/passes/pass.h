@@ -21,6 +21,9 @@ namespace axle::passes {
 struct PassContext {
   Target target;  // the default: one thread, no SIMD assumed (never the host's)
   bool fast_math = true;
+  // The remat pass's budget for what the target allocates for the step (the CPU backend: its
+  // arena), in bytes (0: no budget; Note [Rematerialization under a budget], remat.cc).
+  int64_t memory_budget = 0;
 };
 
 class Pass {

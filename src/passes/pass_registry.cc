@@ -30,6 +30,7 @@ std::vector<Factory>& Factories() {
       MakeDefaultPipelinePass,
       MakeSplitReductionsPass,
       MakeScatterAccumulatePass,
+      MakeRematPass,
   };
   return factories;
 }

@@ -102,9 +102,12 @@ Pipeline BuildPipeline(const Target& target, const PipelineOptions& options) {
   }
   // Last: every rewrite above sees plain nodes. dce drops the constants only fused functions read.
   if (options.fuse) stages.push_back({"fuse", {"fuse", "dce"}});
+  // Recomputation under a memory budget, on the kernels: after every rewrite that could merge a
+  // clone back (CSE), before the schedule (Note [Rematerialization under a budget]).
+  if (options.memory_budget > 0) stages.push_back({"remat", {"remat"}});
   // The fused module's schedule for the target: what the CPU backend's executor runs.
   if (options.schedule) stages.push_back({"schedule", {"schedule"}});
-  return Pipeline(std::move(stages), PassContext{target, options.fast_math});
+  return Pipeline(std::move(stages), PassContext{target, options.fast_math, options.memory_budget});
 }
 
 namespace {

@@ -12,6 +12,7 @@
 //   simplify    (again, on the per-device module)                   only after partition
 //   fast-math   split-reductions, scatter-accumulate, dce           unless exact math is asked for
 //   fuse        fuse, dce                                           for a backend that runs fused kernels
+//   remat       remat                                               with a memory budget
 //   schedule    schedule                                            for the CPU backend: order, pairs,
 //                                                                   chains, groups, views, as IR
 //
@@ -44,6 +45,9 @@ struct PipelineOptions {
   // order and its nodes' schedule entries, Note [The schedule in the IR]; registered by the CPU
   // backend, runtime::RegisterCpuPasses()).
   bool schedule = false;
+  // Rematerialize until the target's plan fits this many bytes (the `remat` pass, on the fused module
+  // before the schedule; 0: none). `axle train --memory-budget`, AXLE_MEMORY_BUDGET.
+  int64_t memory_budget = 0;
 };
 
 // One stage: passes run in order, the whole list repeated until no pass changes anything (at

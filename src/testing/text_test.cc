@@ -9,6 +9,7 @@
 #include "backends/cpu/compiled_backend.h"
 #include "codegen/passes.h"
 #include "core/error.h"
+#include "core/flags.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "passes/pass.h"
@@ -18,7 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The passes named on the `// RUN: --passes=a,b [--target=SPEC]` line, and their context.
+// The passes named on the `// RUN: --passes=a,b [--target=SPEC] [--memory-budget=SIZE]` line,
+// and their context.
 std::vector<std::string> RunLinePasses(const std::string& text, const std::string& file, passes::PassContext& context) {
   const std::string key = "// RUN: --passes=";
   const size_t at = text.find(key);
@@ -28,8 +30,12 @@ std::vector<std::string> RunLinePasses(const std::string& text, const std::strin
   std::string list, word;
   words >> list;
   while (words >> word) {
-    if (word.rfind("--target=", 0) != 0) Fail("{}: RUN line: unknown option '{}' (expected --target=SPEC)", file, word);
-    context.target = passes::Target::Parse(word.substr(9));
+    if (word.rfind("--target=", 0) == 0)
+      context.target = passes::Target::Parse(word.substr(9));
+    else if (word.rfind("--memory-budget=", 0) == 0)
+      context.memory_budget = flags::ParseByteSize(word.substr(16), "--memory-budget");
+    else
+      Fail("{}: RUN line: unknown option '{}' (expected --target=SPEC or --memory-budget=SIZE)", file, word);
   }
   std::stringstream ss(list);
   std::vector<std::string> passes;

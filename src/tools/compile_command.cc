@@ -22,6 +22,7 @@ void AddCompileCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRu
     std::string emit = "all";
     std::string target = "host";
     bool exact_math = false;
+    std::string memory_budget;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -35,8 +36,12 @@ void AddCompileCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRu
   cmd->add_flag("--exact-math", opts->exact_math,
                 "C library transcendentals and no reassociated sums (as AXLE_FAST_MATH=0); default: the "
                 "AXLE_FAST_MATH flag");
+  cmd->add_option("--memory-budget", opts->memory_budget,
+                  "fit the step's arena into this size (2GiB, 800MB, ...) with the remat pass; --emit=buffers first "
+                  "says the arena without and with it (default: AXLE_MEMORY_BUDGET)");
   commands.emplace_back(cmd, [opts] {
     const passes::Target target = passes::Target::Parse(opts->target);
+    if (!opts->memory_budget.empty()) flags::set_memory_budget(flags::ParseByteSize(opts->memory_budget, "--memory-budget"));
     if (opts->emit == "target") {
       std::printf("%s\n", target.Describe().c_str());
       return;

@@ -23,6 +23,7 @@ void AddOptCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner
     bool exact_math = false;
     std::string target = "host";
     std::string out;
+    std::string memory_budget;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("opt", "Verify an .axir module, run passes on it, print it");
@@ -40,6 +41,8 @@ void AddOptCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner
                   "the target the passes compile for (the pipeline's stages, `schedule`): host (default), cpu-<N>t or "
                   "cpu-<isa>-<N>t");
   cmd->add_flag("--exact-math", opts->exact_math, "no fast-math rewrites (as AXLE_FAST_MATH=0)");
+  cmd->add_option("--memory-budget", opts->memory_budget,
+                  "the remat pass's budget for the step's arena (2GiB, 800MB, ...); --pipeline adds the remat stage");
   cmd->add_option("-o,--output", opts->out, "write the module here instead of standard output");
   commands.emplace_back(cmd, [opts] {
     if (opts->list) {
@@ -52,13 +55,16 @@ void AddOptCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner
     if ((opts->pipeline || opts->print_pipeline) && !opts->passes.empty())
       Fail("axle opt: --passes and --pipeline exclude each other: --pipeline runs the compiler's own passes");
     std::unique_ptr<ir::Module> m = LoadModule(opts->file);
+    const int64_t budget =
+        opts->memory_budget.empty() ? flags::memory_budget() : flags::ParseByteSize(opts->memory_budget, "--memory-budget");
     if (opts->pipeline || opts->print_pipeline) {
       const passes::Pipeline pipeline = passes::BuildPipeline(
           passes::Target::Parse(opts->target),
           {.spmd = m->mesh().has_value() && m->mesh()->size() > 1,
            .fast_math = !opts->exact_math && flags::fast_math(),
            .fuse = true,
-           .schedule = true});
+           .schedule = true,
+           .memory_budget = budget});
       if (opts->print_pipeline) {
         std::fputs(pipeline.ToString().c_str(), stdout);
         return;
@@ -66,7 +72,7 @@ void AddOptCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner
       pipeline.Run(*m);
     } else {
       passes::RunPasses(*m, opts->passes,
-                        {passes::Target::Parse(opts->target), !opts->exact_math && flags::fast_math()});
+                        {passes::Target::Parse(opts->target), !opts->exact_math && flags::fast_math(), budget});
     }
     std::string text = ir::PrintModule(*m);
     if (opts->out.empty()) {

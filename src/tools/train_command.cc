@@ -53,6 +53,9 @@ void AddTrainCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunn
                   "Gradient checkpointing of the decoder blocks: none, full (recompute their activations in the "
                   "backward) or selective (keep the products' results, recompute the rest)")
       ->check(CLI::IsMember({"none", "full", "selective"}));
+  sub->add_option("--memory-budget", o->memory_budget,
+                  "Fit each compiled step's arena into this size (2GiB, 800MB, ...): the compiler's remat pass "
+                  "recomputes activations, cheapest first");
   sub->add_option("--seed", o->seed, "Seed of the initialization, dropout and sampling");
   sub->add_option("--log-json", o->log_json, "Write one JSON object per step to FILE");
   sub->add_option("--log-every", o->log_every, "Print a line every N steps")

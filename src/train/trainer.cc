@@ -90,6 +90,13 @@ void Validate(const TrainOptions& o) {
   if (o.precision != "fp32" && o.precision != "bf16-mixed")
     Fail("--precision {}: expected fp32 or bf16-mixed (bf16 autocast over f32 master weights)", o.precision);
   ParseRematPolicy(o.remat);  // throws naming the policies
+  if (!o.memory_budget.empty()) {
+    flags::ParseByteSize(o.memory_budget, "--memory-budget");
+    if (o.remat != "none")
+      Fail("--memory-budget {} and --remat {} exclude each other: the budget's pass chooses what to recompute "
+           "(use one or the other)",
+           o.memory_budget, o.remat);
+  }
   if (o.checkpoint_every < 0) Fail("--checkpoint-every {}: must not be negative", o.checkpoint_every);
   if (o.keep < 0) Fail("--keep {}: must not be negative (0 keeps every checkpoint)", o.keep);
   if (o.stop_at < 0) Fail("--stop-at {}: must not be negative", o.stop_at);
@@ -305,6 +312,13 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
     }
   }
   model->set_remat(ParseRematPolicy(o.remat));  // --remat: each decoder block a remat region
+  // --memory-budget: the compiled backend's remat pass (Note [Rematerialization under a budget]),
+  // for this run's compilations only.
+  struct BudgetScope {
+    int64_t saved = flags::memory_budget();
+    ~BudgetScope() { flags::set_memory_budget(saved); }
+  } budget_scope;
+  if (!o.memory_budget.empty()) flags::set_memory_budget(flags::ParseByteSize(o.memory_budget, "--memory-budget"));
   if (o.seq > model->max_positions())
     Fail("--seq {} is longer than the model's context ({} = {})", o.seq,
          model->model_type() == "gpt2" ? "n_positions" : "max_position_embeddings", model->max_positions());
@@ -424,10 +438,15 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
                      model->model_type(), model->config_string(), model->num_parameters() / 1e6, data.tokens.size(),
                      data.source, o.batch, o.seq, o.steps, backend(),
                      (o.precision == "fp32" ? "" : ", precision " + o.precision) +
-                         (o.remat == "none" ? "" : ", remat " + o.remat));
+                         (o.remat == "none" ? "" : ", remat " + o.remat) +
+                         (o.memory_budget.empty() ? "" : ", memory budget " + o.memory_budget));
   // The backend's own line (the CPU backends: which library runs products); a library its flags
   // ask for that is not installed fails here.
   if (const std::string d = runtime::GetBackend(backend()).Describe(); !d.empty()) out << d << "\n";
+  if (!o.memory_budget.empty() && backend() != "compiled")
+    Fail("--memory-budget {}: the {} backend runs no compiler pipeline; the budget needs --backend compiled (the "
+         "default), or use --remat",
+         o.memory_budget, backend());
   out << fmt::format("malloc: {}\n", Allocator());
   out << data_note;
   if (mesh)

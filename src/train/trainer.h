@@ -42,6 +42,10 @@ struct TrainOptions {
   // Gradient checkpointing of the decoder blocks (docs/memory.md): none, full (recompute each
   // block's activations in the backward) or selective (keep the products' results).
   std::string remat = "none";
+  // The compiled step's arena fitted into this size by the remat pass ("2GiB"; empty: no budget;
+  // docs/memory.md, "A memory budget"). With --remat none (the pass chooses what to recompute)
+  // and the compiled backend.
+  std::string memory_budget;
   uint64_t seed = 1337;
   std::string log_json;             // one JSON object per step
   int64_t log_every = 10;           // a text line every N steps (and the first and last)

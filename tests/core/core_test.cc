@@ -81,5 +81,24 @@ TEST(Flags, TableListsEveryFlag) {
   for (const auto& f : all) EXPECT_FALSE(f.help.empty()) << f.name;
 }
 
+// --memory-budget's sizes: decimal and binary units, spaces allowed; anything else, or a size
+// under one byte, is an error naming the flag and the forms it takes.
+TEST(Flags, ParseByteSizeReadsSizes) {
+  EXPECT_EQ(flags::ParseByteSize("4096", "x"), 4096);
+  EXPECT_EQ(flags::ParseByteSize("2GiB", "x"), int64_t{2} << 30);
+  EXPECT_EQ(flags::ParseByteSize("1.5 GB", "x"), 1500000000);
+  EXPECT_EQ(flags::ParseByteSize("800MiB", "x"), int64_t{800} << 20);
+  EXPECT_EQ(flags::ParseByteSize("12KB", "x"), 12000);
+  for (const char* bad : {"", "GB", "2 GiBs", "-1GB", "0", "0.1B", "1e30TB", "12 parsecs"}) {
+    try {
+      flags::ParseByteSize(bad, "--memory-budget");
+      ADD_FAILURE() << "'" << bad << "' parsed";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--memory-budget '"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("2GiB"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace axle

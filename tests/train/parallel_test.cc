@@ -11,11 +11,13 @@
 #include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 #include "axle/fsdp.h"
 #include "axle/metrics.h"
 #include "axle/nn.h"
+#include "core/error.h"
 #include "core/flags.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
@@ -87,6 +89,38 @@ TEST_F(ParallelTrainTest, RematKeepsTheLossesBitwise) {
         EXPECT_EQ(r.steps[i].loss, none.steps[i].loss) << backend << " " << remat << " step " << i;
     }
   }
+}
+
+// --memory-budget (Note [Rematerialization under a budget]): a budget below the step's plan is
+// met by recomputing kernels, and the losses keep their bits. The smallest budget the pass meets
+// is the one its error names for a budget of 1 KB; at it and halfway up to the plan without a
+// budget, the losses are those of the run without.
+TEST_F(ParallelTrainTest, AMemoryBudgetKeepsTheLossesBitwise) {
+  std::ostringstream log;
+  TrainOptions o = Tiny(1, "");
+  o.backend = "compiled";
+  const TrainResult none = Train(o, log);
+  o.memory_budget = "1KB";
+  std::string message;
+  try {
+    Train(o, log);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  std::smatch smallest, without;
+  ASSERT_TRUE(std::regex_search(message, smallest, std::regex("give --memory-budget (\\S+) or more"))) << message;
+  ASSERT_TRUE(std::regex_search(message, without, std::regex("from (\\S+) (KB|MB) without it"))) << message;
+  const double low = static_cast<double>(flags::ParseByteSize(smallest[1].str(), "smallest"));
+  const double high = static_cast<double>(flags::ParseByteSize(without[1].str() + without[2].str(), "without"));
+  ASSERT_LT(low, high) << message;
+  for (const double budget : {low, (low + high) / 2}) {
+    o.memory_budget = fmt::format("{:.0f}", budget);
+    const TrainResult r = Train(o, log);
+    ASSERT_EQ(r.steps.size(), none.steps.size());
+    for (size_t i = 0; i < r.steps.size(); ++i)
+      EXPECT_EQ(r.steps[i].loss, none.steps[i].loss) << "budget " << o.memory_budget << " step " << i;
+  }
+  EXPECT_EQ(flags::memory_budget(), 0);  // the run's budget ends with it
 }
 
 // bf16 autocast and remat on a mesh (fsdp=4, tp=2 on 8 virtual devices): the losses of the same

@@ -30,6 +30,7 @@
 #include "backends/cpu/kernels.h"
 #include "codegen/fusion.h"
 #include "codegen/passes.h"
+#include "passes/remat.h"
 #include "core/flags.h"
 #include "ir/hash.h"
 #include "ir/interpreter.h"
@@ -78,9 +79,11 @@ std::unique_ptr<ir::Module> Optimize(const ir::Module& module, const passes::Tar
         Fail("{}:{}: {} has sched{{...}} entries, but module @{} has no schedule=\"TARGET\" attribute saying whose "
              "they are: add the target it was scheduled for (as axle opt --passes=schedule writes it), or remove them",
              n->loc().file.empty() ? "<module>" : n->loc().file, n->loc().line, n->name(), module.name());
+  const int64_t budget = flags::memory_budget();
   const std::string key =
-      cache == nullptr ? "" : DiskCache::MakeKey(fmt::format("ir-{}-{}-{}", ir::HashModule(module).ToHex(),
-                                                             target.ToString(), fast_math ? "fast" : "exact"));
+      cache == nullptr ? "" : DiskCache::MakeKey(fmt::format("ir-{}-{}-{}{}", ir::HashModule(module).ToHex(),
+                                                             target.ToString(), fast_math ? "fast" : "exact",
+                                                             budget > 0 ? fmt::format("-budget{}", budget) : ""));
   if (cache != nullptr) {
     if (std::optional<std::string> text = cache->Get(key)) {
       try {
@@ -98,7 +101,9 @@ std::unique_ptr<ir::Module> Optimize(const ir::Module& module, const passes::Tar
   std::unique_ptr<ir::Module> m = module.Clone();
   codegen::RegisterPasses();
   RegisterCpuPasses();
-  passes::BuildPipeline(target, {.fast_math = fast_math, .fuse = true, .schedule = true}).Run(*m);
+  const passes::Pipeline pipeline =
+      passes::BuildPipeline(target, {.fast_math = fast_math, .fuse = true, .schedule = true, .memory_budget = budget});
+  pipeline.Run(*m);
   if (cache != nullptr) cache->Put(key, ir::PrintModule(*m));
   return m;
 }
@@ -244,16 +249,41 @@ std::unique_ptr<Backend> NewCompiledBackend(DiskCache* cache, const passes::Targ
 CompiledStages DescribeCompiledStages(const ir::Module& module, const passes::Target& target, bool fast_math) {
   CompiledStages out;
   out.pipeline = module.scheduled_for().empty()
-                     ? passes::BuildPipeline(target, {.fast_math = fast_math, .fuse = true, .schedule = true}).ToString()
+                     ? passes::BuildPipeline(target, {.fast_math = fast_math, .fuse = true, .schedule = true,
+                                                      .memory_budget = flags::memory_budget()})
+                           .ToString()
                      : fmt::format("none: @{} is scheduled for {} already and compiles as written\n", module.name(),
                                    module.scheduled_for());
   Lowered lowered = Lower(module, target, fast_math);
+  const size_t nodes = lowered.module->entry()->nodes().size();
   out.ir = ir::PrintModule(*lowered.module);
   out.kernels = codegen::DescribeKernels(lowered.kernels);
   out.cpp = lowered.emitted.source;
   const std::unique_ptr<Executable> exe = Assemble(std::move(lowered), nullptr, target);
   out.schedule = exe->DescribeSchedule();
   out.buffers = exe->DescribeBuffers();
+  if (const int64_t budget = flags::memory_budget(); budget > 0 && module.scheduled_for().empty()) {
+    // The plan without the budget, for the line that says what the remat pass did.
+    flags::set_memory_budget(0);
+    std::unique_ptr<Executable> plain;
+    size_t plain_nodes = 0;
+    try {
+      Lowered l = Lower(module, target, fast_math);
+      plain_nodes = l.module->entry()->nodes().size();
+      plain = Assemble(std::move(l), nullptr, target);
+    } catch (...) {
+      flags::set_memory_budget(budget);
+      throw;
+    }
+    flags::set_memory_budget(budget);
+    const passes::BufferPlan &with = *BuffersOf(*exe).plan, &without = *BuffersOf(*plain).plan;
+    auto mb = [](int64_t b) { return static_cast<double>(b) / 1e6; };
+    out.buffers = fmt::format(
+        "remat under a memory budget of {:.1f} MB: arena {:.1f} MB ({:.1f} MB in use at once) without it, {:.1f} MB "
+        "({:.1f} MB) with it; {} kernels recomputed\n",
+        mb(budget), mb(without.arena_bytes), mb(without.temp_peak_bytes), mb(with.arena_bytes), mb(with.temp_peak_bytes),
+        static_cast<int64_t>(nodes) - static_cast<int64_t>(plain_nodes)) + out.buffers;
+  }
   return out;
 }
 
@@ -265,6 +295,21 @@ void ScheduleFusedModule(ir::Module& module, const passes::Target& target, bool 
   lowered.emitted = codegen::EmitCpp(lowered.kernels, {.exact_math = !fast_math});
   const std::unique_ptr<Executable> exe = Assemble(std::move(lowered), nullptr, target);
   internal::WriteSchedule(*exe, module);
+}
+
+passes::MemoryProfile ProfileFusedModule(const ir::Module& module, const passes::Target& target, bool fast_math) {
+  if (module.entry() == nullptr) Fail("remat: module @{} has no entry function", module.name());
+  // Planned as the schedule pass plans it: a module carrying a schedule from an earlier pass is
+  // planned afresh, not read.
+  Lowered lowered;
+  lowered.module = module.Clone();
+  lowered.module->set_scheduled_for("");
+  for (const auto& f : lowered.module->functions())
+    for (const auto& n : f->nodes()) n->set_schedule({});
+  lowered.kernels = codegen::KernelsOf(*lowered.module->entry());
+  lowered.emitted = codegen::EmitCpp(lowered.kernels, {.exact_math = !fast_math});
+  const std::unique_ptr<Executable> exe = Assemble(std::move(lowered), nullptr, target);
+  return internal::ProfileMemory(*exe, *module.entry());
 }
 
 }  // namespace axle::runtime

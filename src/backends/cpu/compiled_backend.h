@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "passes/remat.h"
 #include "passes/target.h"
 
 #include "runtime/backend.h"
@@ -32,7 +33,11 @@ CompiledStages DescribeCompiledStages(const ir::Module& module, const passes::Ta
 // Note [The schedule in the IR]: plans `module` (fused, without a schedule) for `target` as the
 // executor does and writes the plan into it (the `schedule` pass, schedule_pass.cc).
 void ScheduleFusedModule(ir::Module& module, const passes::Target& target, bool fast_math);
-// Registers the CPU backend's passes (`schedule`) with passes::CreatePass, once.
+// Note [Memory models] (passes/remat.h): `module` (fused) planned for `target` as the executor
+// plans it, as the remat pass reads it; `module` is not changed.
+passes::MemoryProfile ProfileFusedModule(const ir::Module& module, const passes::Target& target, bool fast_math);
+// Registers the CPU backend's passes (`schedule`) with passes::CreatePass and its memory model
+// (ProfileFusedModule) with passes::RegisterMemoryModel, once.
 void RegisterCpuPasses();
 
 }  // namespace axle::runtime

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "passes/buffer_assignment.h"
+#include "passes/remat.h"
 #include "passes/target.h"
 #include "runtime/backend.h"
 #include "runtime/thread_pool.h"
@@ -110,6 +111,9 @@ namespace internal {
 // Note [The schedule in the IR] (schedule_pass.cc): writes the plan of `exe` (a planned
 // executable) into `out`, a module equal to the one it planned.
 void WriteSchedule(const Executable& exe, ir::Module& out);
+// Note [Memory models] (passes/remat.h): the plan of `exe` (a planned executable) as the remat
+// pass reads it, for `like`, a function equal to the entry it planned.
+passes::MemoryProfile ProfileMemory(const Executable& exe, const ir::Function& like);
 }  // namespace internal
 
 // The process-wide "cpu" backend (registered in src/backends/registry.cc).

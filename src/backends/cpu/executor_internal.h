@@ -20,6 +20,7 @@
 #include "ir/literal.h"
 #include "ir/module.h"
 #include "passes/buffer_assignment.h"
+#include "passes/remat.h"
 #include "passes/target.h"
 
 namespace axle::runtime::internal {
@@ -147,6 +148,11 @@ class CpuExecutable final : public Executable {
   // to the one it was planned from (its entry's nodes at the same positions): the entry's new
   // order, each step's schedule entries, and the target.
   void WriteSchedule(ir::Module& out) const;
+  // Note [Memory models] (passes/remat.h): this plan's steps and arena as the remat pass reads
+  // them, for `like`, a function equal to the entry it was planned from (nodes at the same
+  // positions): the step each of its nodes runs in, the bytes of arena in use at each step, and
+  // the steps each of its arena values is in use.
+  passes::MemoryProfile ProfileMemory(const ir::Function& like) const;
 
  private:
   // The state of one Execute: executes may run concurrently (one per device), so nothing of it

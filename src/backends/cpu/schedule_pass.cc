@@ -422,6 +422,73 @@ void WriteSchedule(const Executable& exe, ir::Module& out) {
   cpu->WriteSchedule(out);
 }
 
+passes::MemoryProfile CpuExecutable::ProfileMemory(const ir::Function& like) const {
+  const auto& mine = f_->nodes();
+  const auto& theirs = like.nodes();
+  AXLE_CHECK(mine.size() == theirs.size(), "ProfileMemory: @{} has {} nodes, the planned function {}", like.name(),
+             theirs.size(), mine.size());
+  std::unordered_map<const Node*, const Node*> to_like;
+  for (size_t i = 0; i < mine.size(); ++i) to_like[mine[i].get()] = theirs[i].get();
+  auto value = [&](const Value* v) { return to_like.at(v->node())->result(static_cast<size_t>(v->index())); };
+  passes::MemoryProfile p;
+  const int64_t steps = static_cast<int64_t>(steps_.size());
+  // Each slot's value (a step's results are its node's or its kernel's outputs; a product written
+  // through a view writes `into`), and the step of each node.
+  std::vector<const Value*> value_of(slot_bytes_.size(), nullptr);
+  for (int64_t t = 0; t < steps; ++t) {
+    const Step& st = steps_[static_cast<size_t>(t)];
+    std::vector<const Value*> results;
+    if (st.kind == Step::kGenerated) results = st.generated->outputs;
+    else for (const Value* v : st.node->results()) results.push_back(v);
+    p.time[to_like.at(st.node)] = t;
+    for (size_t r = 0; r < results.size() && r < st.results.size(); ++r) {
+      p.time.emplace(to_like.at(results[r]->node()), t);
+      if (value_of[static_cast<size_t>(st.results[r])] == nullptr) value_of[static_cast<size_t>(st.results[r])] = results[r];
+    }
+    if (st.into != nullptr) value_of[static_cast<size_t>(st.results[0])] = st.into;
+  }
+  // Nodes that are no step of their own (folded copies, a kernel's inner nodes): the step before.
+  int64_t last = 0;
+  for (const auto& n : theirs) {
+    auto [it, added] = p.time.emplace(n.get(), last);
+    last = it->second;
+  }
+  // Arena bytes in use at each step: each buffer over the union of its values' lives.
+  struct Span {
+    int64_t begin = -1, end = -1, bytes = 0;
+  };
+  std::unordered_map<int, Span> buffers;
+  for (size_t s = 0; s < slot_bytes_.size(); ++s) {
+    const passes::BufferPlan::Value& v = buffer_plan_.values[s];
+    if (v.storage != passes::BufferPlan::Storage::kArena || v.buffer < 0 || v.begin < 0) continue;
+    Span& b = buffers[v.buffer];
+    b.begin = b.begin < 0 ? v.begin : std::min<int64_t>(b.begin, v.begin);
+    b.end = std::max<int64_t>(b.end, v.end);
+    b.bytes = std::max(b.bytes, passes::ArenaAligned(slot_bytes_[s]));
+    if (value_of[s] != nullptr) p.life[value(value_of[s])] = {v.begin, v.end};
+  }
+  std::vector<int64_t> delta(static_cast<size_t>(steps) + 1, 0);
+  for (const auto& [id, b] : buffers) {
+    delta[static_cast<size_t>(b.begin)] += b.bytes;
+    delta[static_cast<size_t>(std::min(b.end, steps - 1)) + 1] -= b.bytes;
+  }
+  p.live.resize(static_cast<size_t>(steps));
+  int64_t sum = 0;
+  for (int64_t t = 0; t < steps; ++t) {
+    sum += delta[static_cast<size_t>(t)];
+    p.live[static_cast<size_t>(t)] = sum;
+    if (sum > p.peak) p.peak = sum, p.peak_at = t;
+  }
+  p.allocated = buffer_plan_.arena_bytes;
+  return p;
+}
+
+passes::MemoryProfile ProfileMemory(const Executable& exe, const ir::Function& like) {
+  const auto* cpu = dynamic_cast<const CpuExecutable*>(&exe);
+  AXLE_CHECK(cpu != nullptr, "ProfileMemory: not a CPU executable");
+  return cpu->ProfileMemory(like);
+}
+
 }  // namespace internal
 
 namespace {
@@ -454,7 +521,13 @@ std::unique_ptr<passes::Pass> MakeSchedulePass() { return std::make_unique<Sched
 
 void RegisterCpuPasses() {
   static std::once_flag once;
-  std::call_once(once, [] { passes::RegisterPass(MakeSchedulePass); });
+  std::call_once(once, [] {
+    passes::RegisterPass(MakeSchedulePass);
+    // Note [Memory models]: the remat pass measures with this backend's schedule and arena.
+    passes::RegisterMemoryModel("cpu", [](const ir::Module& m, const passes::PassContext& c) {
+      return ProfileFusedModule(m, c.target, c.fast_math);
+    });
+  });
 }
 
 }  // namespace axle::runtime
