@@ -327,6 +327,16 @@ MemoryModel MemoryModelFor(std::string_view kind) {
   return it != Models().end() ? it->second : MemoryModel(EstimateMemory);
 }
 
+void MemoryProfile::SumLive(const std::vector<int64_t>& delta) {
+  live.assign(delta.empty() ? 0 : delta.size() - 1, 0);
+  peak = peak_at = 0;
+  int64_t sum = 0;
+  for (size_t t = 0; t < live.size(); ++t) {
+    live[t] = sum += delta[t];
+    if (sum > peak) peak = sum, peak_at = static_cast<int64_t>(t);
+  }
+}
+
 MemoryProfile EstimateMemory(const ir::Module& module, const PassContext&) {
   MemoryProfile p;
   const ir::Function* f = module.entry();
@@ -352,13 +362,7 @@ MemoryProfile EstimateMemory(const ir::Module& module, const PassContext&) {
       delta[static_cast<size_t>(end) + 1] -= Bytes(r);
     }
   }
-  p.live.resize(static_cast<size_t>(n));
-  int64_t sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    sum += delta[static_cast<size_t>(i)];
-    p.live[static_cast<size_t>(i)] = sum;
-    if (sum > p.peak) p.peak = sum, p.peak_at = i;
-  }
+  p.SumLive(delta);
   p.allocated = p.peak;
   return p;
 }

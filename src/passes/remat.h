@@ -33,6 +33,10 @@ struct MemoryProfile {
   int64_t peak = 0;      // max(live)
   int64_t peak_at = 0;   // its first step
   int64_t allocated = 0; // what the budget holds (the CPU backend: its arena); >= peak
+
+  // Sets live, peak and peak_at from delta[t]: the bytes that come into use at step t minus those
+  // that went out of use after step t - 1 (one entry a step, and one past the last).
+  void SumLive(const std::vector<int64_t>& delta);
 };
 
 // Plans `module` (a fused module, the entry scheduled or not) as a backend runs it for

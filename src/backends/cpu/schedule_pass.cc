@@ -472,13 +472,7 @@ passes::MemoryProfile CpuExecutable::ProfileMemory(const ir::Function& like) con
     delta[static_cast<size_t>(b.begin)] += b.bytes;
     delta[static_cast<size_t>(std::min(b.end, steps - 1)) + 1] -= b.bytes;
   }
-  p.live.resize(static_cast<size_t>(steps));
-  int64_t sum = 0;
-  for (int64_t t = 0; t < steps; ++t) {
-    sum += delta[static_cast<size_t>(t)];
-    p.live[static_cast<size_t>(t)] = sum;
-    if (sum > p.peak) p.peak = sum, p.peak_at = t;
-  }
+  p.SumLive(delta);
   p.allocated = buffer_plan_.arena_bytes;
   return p;
 }
