@@ -24,6 +24,9 @@ struct PassContext {
   // The remat pass's budget for what the target allocates for the step (the CPU backend: its
   // arena), in bytes (0: no budget; Note [Rematerialization under a budget], remat.cc).
   int64_t memory_budget = 0;
+  // The backend multiplies bf16 operands natively (oneDNN's gemm_bf16bf16f32 on AVX512-BF16):
+  // widen-half-products then leaves bf16 products alone (Note [Widening half products once]).
+  bool native_bf16_products = false;
 };
 
 class Pass {

@@ -20,6 +20,7 @@ std::unique_ptr<Pass> MakeDefaultPipelinePass();
 std::unique_ptr<Pass> MakeSplitReductionsPass();
 std::unique_ptr<Pass> MakeScatterAccumulatePass();
 std::unique_ptr<Pass> MakeRematPass();
+std::unique_ptr<Pass> MakeWidenHalfProductsPass();
 
 // The names of simplify's rewrite rules, in table order.
 std::vector<std::string_view> SimplifyRuleNames();

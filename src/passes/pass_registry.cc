@@ -31,6 +31,7 @@ std::vector<Factory>& Factories() {
       MakeSplitReductionsPass,
       MakeScatterAccumulatePass,
       MakeRematPass,
+      MakeWidenHalfProductsPass,
   };
   return factories;
 }

@@ -96,6 +96,8 @@ Pipeline BuildPipeline(const Target& target, const PipelineOptions& options) {
     stages.push_back({"partition", {"spmd-partition"}});
     stages.push_back(simplify);  // the per-device program: slices of constants fold, and so on
   }
+  // After simplify: transposes already folded into the products the pass rewrites.
+  if (options.widen_half_products) stages.push_back({"widen-half-products", {"widen-half-products"}});
   if (options.fast_math) {
     // Rewrites that reassociate sums; dce removes the scatters scatter-accumulate replaced.
     stages.push_back({"fast-math", {"split-reductions", "scatter-accumulate", "dce"}});
@@ -107,7 +109,8 @@ Pipeline BuildPipeline(const Target& target, const PipelineOptions& options) {
   if (options.memory_budget > 0) stages.push_back({"remat", {"remat"}});
   // The fused module's schedule for the target: what the CPU backend's executor runs.
   if (options.schedule) stages.push_back({"schedule", {"schedule"}});
-  return Pipeline(std::move(stages), PassContext{target, options.fast_math, options.memory_budget});
+  return Pipeline(std::move(stages),
+                  PassContext{target, options.fast_math, options.memory_budget, options.native_bf16_products});
 }
 
 namespace {

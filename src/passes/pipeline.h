@@ -10,6 +10,7 @@
 //   propagate   sharding-propagation                                only for a module with a mesh
 //   partition   spmd-partition                                      only for a module with a mesh
 //   simplify    (again, on the per-device module)                   only after partition
+//   widen-half-products                                             for a backend that widens half products
 //   fast-math   split-reductions, scatter-accumulate, dce           unless exact math is asked for
 //   fuse        fuse, dce                                           for a backend that runs fused kernels
 //   remat       remat                                               with a memory budget
@@ -48,6 +49,11 @@ struct PipelineOptions {
   // Rematerialize until the target's plan fits this many bytes (the `remat` pass, on the fused module
   // before the schedule; 0: none). `axle train --memory-budget`, AXLE_MEMORY_BUDGET.
   int64_t memory_budget = 0;
+  // Products of halves as f32 products of widened operands (the `widen-half-products` pass,
+  // after simplify), for a backend that would widen them per call; bf16 ones stay when the
+  // backend has native_bf16_products (Note [Widening half products once]).
+  bool widen_half_products = false;
+  bool native_bf16_products = false;
 };
 
 // One stage: passes run in order, the whole list repeated until no pass changes anything (at

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "backends/cpu/compiled_backend.h"
 #include "core/flags.h"
 #include "ir/printer.h"
 #include "passes/pass.h"
@@ -58,13 +59,9 @@ void AddOptCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner
     const int64_t budget =
         opts->memory_budget.empty() ? flags::memory_budget() : flags::ParseByteSize(opts->memory_budget, "--memory-budget");
     if (opts->pipeline || opts->print_pipeline) {
-      const passes::Pipeline pipeline = passes::BuildPipeline(
-          passes::Target::Parse(opts->target),
-          {.spmd = m->mesh().has_value() && m->mesh()->size() > 1,
-           .fast_math = !opts->exact_math && flags::fast_math(),
-           .fuse = true,
-           .schedule = true,
-           .memory_budget = budget});
+      passes::PipelineOptions options = runtime::PipelineOptionsFor(!opts->exact_math && flags::fast_math(), budget);
+      options.spmd = m->mesh().has_value() && m->mesh()->size() > 1;
+      const passes::Pipeline pipeline = passes::BuildPipeline(passes::Target::Parse(opts->target), options);
       if (opts->print_pipeline) {
         std::fputs(pipeline.ToString().c_str(), stdout);
         return;

@@ -1328,8 +1328,7 @@ TEST(JitTest, AnOptimizedModuleThatDoesNotLoadIsAMiss) {
   std::vector<Literal> args = {RandomLiteral(DType::kF32, {64}, 6)};
   FastMathScope exact(false);
   runtime::DiskCache cache(dir.path);
-  const std::string key = runtime::DiskCache::MakeKey(
-      fmt::format("ir-{}-{}-exact", ir::HashModule(m).ToHex(), passes::Target::Host().ToString()));
+  const std::string key = runtime::OptimizedModuleKey(m, passes::Target::Host(), /*fast_math=*/false);
   for (const char* garbage : {"module @x { func @main { return %nope } }", "not IR at all", ""}) {
     cache.Put(key, garbage);
     const int64_t passes0 = passes::PassesRun();

@@ -81,7 +81,9 @@ TEST_F(CliTest, CompileShowsIrKernelsAndCpp) {
   EXPECT_EQ(sixteen.output.rfind("schedule @layer_norm_backward for cpu-avx512-16t: ", 0), 0u) << sixteen.output;
   RunResult exact = RunAxle("compile --emit=pipeline --exact-math " + file);
   ASSERT_EQ(exact.status, 0) << exact.output;
-  EXPECT_EQ(exact.output, "simplify x8: simplify, dot-transpose-fold, fold, cse, dce\nfuse: fuse, dce\nschedule: schedule\n");
+  EXPECT_EQ(exact.output,
+            "simplify x8: simplify, dot-transpose-fold, fold, cse, dce\nwiden-half-products: widen-half-products\n"
+            "fuse: fuse, dce\nschedule: schedule\n");
   RunResult bad_target = RunAxle("compile --target=gpu-4t " + file);
   EXPECT_EQ(bad_target.status, 1);
   EXPECT_NE(bad_target.output.find("target 'gpu-4t': only cpu targets exist"), std::string::npos) << bad_target.output;
@@ -94,6 +96,7 @@ TEST_F(CliTest, OptRunsTheCompilersPipeline) {
   ASSERT_EQ(stages.status, 0) << stages.output;
   EXPECT_EQ(stages.output,
             "simplify x8: simplify, dot-transpose-fold, fold, cse, dce\n"
+            "widen-half-products: widen-half-products\n"
             "fast-math: split-reductions, scatter-accumulate, dce\n"
             "fuse: fuse, dce\n"
             "schedule: schedule\n");

@@ -80,10 +80,7 @@ std::unique_ptr<ir::Module> Optimize(const ir::Module& module, const passes::Tar
              "they are: add the target it was scheduled for (as axle opt --passes=schedule writes it), or remove them",
              n->loc().file.empty() ? "<module>" : n->loc().file, n->loc().line, n->name(), module.name());
   const int64_t budget = flags::memory_budget();
-  const std::string key =
-      cache == nullptr ? "" : DiskCache::MakeKey(fmt::format("ir-{}-{}-{}{}", ir::HashModule(module).ToHex(),
-                                                             target.ToString(), fast_math ? "fast" : "exact",
-                                                             budget > 0 ? fmt::format("-budget{}", budget) : ""));
+  const std::string key = cache == nullptr ? "" : OptimizedModuleKey(module, target, fast_math);
   if (cache != nullptr) {
     if (std::optional<std::string> text = cache->Get(key)) {
       try {
@@ -101,9 +98,7 @@ std::unique_ptr<ir::Module> Optimize(const ir::Module& module, const passes::Tar
   std::unique_ptr<ir::Module> m = module.Clone();
   codegen::RegisterPasses();
   RegisterCpuPasses();
-  const passes::Pipeline pipeline =
-      passes::BuildPipeline(target, {.fast_math = fast_math, .fuse = true, .schedule = true, .memory_budget = budget});
-  pipeline.Run(*m);
+  passes::BuildPipeline(target, PipelineOptionsFor(fast_math, budget)).Run(*m);
   if (cache != nullptr) cache->Put(key, ir::PrintModule(*m));
   return m;
 }
@@ -237,6 +232,26 @@ class CompiledBackendImpl final : public Backend {
 
 }  // namespace
 
+bool NativeBf16Products() { return cpu::Blas().dnnl_gemm_bf16 != nullptr; }
+
+std::string OptimizedModuleKey(const ir::Module& module, const passes::Target& target, bool fast_math) {
+  const int64_t budget = flags::memory_budget();
+  return DiskCache::MakeKey(fmt::format("ir-{}-{}-{}{}{}", ir::HashModule(module).ToHex(), target.ToString(),
+                                        fast_math ? "fast" : "exact",
+                                        budget > 0 ? fmt::format("-budget{}", budget) : "",
+                                        NativeBf16Products() ? "-bf16" : ""));
+}
+
+passes::PipelineOptions PipelineOptionsFor(bool fast_math, int64_t memory_budget) {
+  return {.fast_math = fast_math,
+          .fuse = true,
+          .schedule = true,
+          .memory_budget = memory_budget,
+          .widen_half_products = true,
+          .native_bf16_products = NativeBf16Products()};
+}
+
+
 Backend& CompiledBackend() {
   static CompiledBackendImpl* b = new CompiledBackendImpl(nullptr, true, passes::Target::Host());
   return *b;
@@ -249,9 +264,7 @@ std::unique_ptr<Backend> NewCompiledBackend(DiskCache* cache, const passes::Targ
 CompiledStages DescribeCompiledStages(const ir::Module& module, const passes::Target& target, bool fast_math) {
   CompiledStages out;
   out.pipeline = module.scheduled_for().empty()
-                     ? passes::BuildPipeline(target, {.fast_math = fast_math, .fuse = true, .schedule = true,
-                                                      .memory_budget = flags::memory_budget()})
-                           .ToString()
+                     ? passes::BuildPipeline(target, PipelineOptionsFor(fast_math, flags::memory_budget())).ToString()
                      : fmt::format("none: @{} is scheduled for {} already and compiles as written\n", module.name(),
                                    module.scheduled_for());
   Lowered lowered = Lower(module, target, fast_math);

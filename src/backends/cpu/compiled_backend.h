@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "passes/pipeline.h"
 #include "passes/remat.h"
 #include "passes/target.h"
 
@@ -33,6 +34,17 @@ CompiledStages DescribeCompiledStages(const ir::Module& module, const passes::Ta
 // Note [The schedule in the IR]: plans `module` (fused, without a schedule) for `target` as the
 // executor does and writes the plan into it (the `schedule` pass, schedule_pass.cc).
 void ScheduleFusedModule(ir::Module& module, const passes::Target& target, bool fast_math);
+// Whether this process's BLAS multiplies bf16 natively (oneDNN's gemm_bf16bf16f32; Note [Products
+// of halves] in dot.cc); without it half products are widened (Note [Widening half products once]).
+bool NativeBf16Products();
+// The disk cache's key of the optimized module the pipeline makes of `module` (Note [A warm start
+// skips the pipeline]): its structural hash, the target, fast math, the memory budget
+// (flags::memory_budget) and whether bf16 products are native, under the build's key.
+std::string OptimizedModuleKey(const ir::Module& module, const passes::Target& target, bool fast_math);
+// The compiled backend's pipeline options (its stages: passes::BuildPipeline), for fast math or not
+// and a memory budget (0: none); `axle opt --pipeline` builds the same.
+passes::PipelineOptions PipelineOptionsFor(bool fast_math, int64_t memory_budget);
+
 // Note [Memory models] (passes/remat.h): `module` (fused) planned for `target` as the executor
 // plans it, as the remat pass reads it; `module` is not changed.
 passes::MemoryProfile ProfileFusedModule(const ir::Module& module, const passes::Target& target, bool fast_math);
