@@ -18,9 +18,13 @@
 // does, and the result is rounded once to the half as before; only which sgemm calls sum them
 // differs. The converts are elementwise: fusion puts each operand's into the kernel that makes
 // it (an autocast cast of a weight becomes one kernel that rounds it to bf16 and stores it as
-// f32), so each value is widened once, however many products read it. The compiled backend runs
+// f32). The pass makes one convert per value, however many products read it: with one per
+// product, fusion copied the weight's cast into each, and GPT-2's weights were rounded and
+// widened twice a step (forward and backward), 8 bytes a parameter each time. The compiled backend runs
 // it after the simplify stage (transposes folded into products first) when its products of halves
 // would be widened (PipelineOptions::widen_half_products).
+#include <unordered_map>
+
 #include "core/dtype.h"
 #include "passes/pass.h"
 #include "passes/pass_list.h"
@@ -36,6 +40,10 @@ bool IsHalf(DType t) { return t == DType::kBF16 || t == DType::kF16; }
 
 bool WidenFunction(ir::Function& f, bool native_bf16) {
   bool changed = false;
+  // One convert per half value, placed before the first product that reads it (nodes are in
+  // program order, so it precedes every later reader): a weight that the forward and the
+  // backward multiply is rounded and widened by one kernel, not by one per product.
+  std::unordered_map<Value*, Value*> widened;
   for (size_t pos = 0; pos < f.nodes().size(); ++pos) {
     Node* dot = f.nodes()[pos].get();
     if (dot->op() != OpKind::kDotGeneral || !IsHalf(dot->operand(0)->dtype()) || !IsHalf(dot->operand(1)->dtype()))
@@ -44,10 +52,14 @@ bool WidenFunction(ir::Function& f, bool native_bf16) {
     std::vector<Value*> wide;
     for (size_t i = 0; i < 2; ++i) {
       Value* x = dot->operand(i);
-      Node* c = f.InsertNode(pos++, OpKind::kConvert, {x}, ir::NoAttrs{}, {ir::TensorType(DType::kF32, x->shape())});
-      c->set_loc(dot->loc());
-      c->result()->set_sharding(x->sharding());
-      wide.push_back(c->result());
+      Value*& w = widened[x];
+      if (w == nullptr) {
+        Node* c = f.InsertNode(pos++, OpKind::kConvert, {x}, ir::NoAttrs{}, {ir::TensorType(DType::kF32, x->shape())});
+        c->set_loc(dot->loc());
+        c->result()->set_sharding(x->sharding());
+        w = c->result();
+      }
+      wide.push_back(w);
     }
     Value* y = dot->result();
     Node* product = f.InsertNode(pos++, OpKind::kDotGeneral, wide, dot->attrs(), {ir::TensorType(DType::kF32, y->shape())});
