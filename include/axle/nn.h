@@ -84,6 +84,11 @@ class Module {
   // converted to the parameter's dtype. Nothing is copied when any check fails.
   void load_state_dict(const StateDict& state, bool strict = true, bool convert_dtype = false);
 
+  // Converts every floating-point parameter and buffer of this module and its descendants to
+  // `dtype` in place (Tensor::convert_), as PyTorch's module.to(dtype): make the optimizer after
+  // it, so that its state has the parameters' dtype.
+  Module& to(DType dtype);
+
   // Training mode (dropout active) for this module and its descendants; eval() is train(false).
   Module& train(bool on = true);
   Module& eval() { return train(false); }

@@ -91,6 +91,10 @@ class Tensor {
   Tensor& mul_(double s);
   Tensor& zero_();
   Tensor& fill_(double v);
+  // Converts the tensor to `dtype` in place: this handle and every copy of it then hold the
+  // converted value (PyTorch's `t.data = t.data.to(dtype)`, what Module::to does to parameters).
+  // A gradient it had is dropped; a leaf stays a leaf.
+  Tensor& convert_(DType dtype);
 
   // ---- Movement (views are copies in the IR; the compiler removes them) --------------------------
   Tensor reshape(Dims shape) const;  // one dim may be -1

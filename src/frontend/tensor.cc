@@ -151,6 +151,14 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
 Tensor& Tensor::mul_(const Tensor& other) { return copy_(*this * other); }
 Tensor& Tensor::mul_(double s) { return copy_(*this * s); }
 Tensor& Tensor::zero_() { return fill_(0.0); }
+Tensor& Tensor::convert_(DType to) {
+  if (to == dtype()) return *this;
+  Value* v = Cast(ValueOf(*this), to);
+  impl_->type = ir::TensorType(to, impl_->type.shape);
+  impl_->grad.reset();
+  detail::Rebind(*impl_, v);
+  return *this;
+}
 Tensor& Tensor::fill_(double v) {
   detail::Rebind(*impl_, Full(sizes(), dtype(), v));
   return *this;

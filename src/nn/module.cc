@@ -220,6 +220,16 @@ Module& Module::train(bool on) {
   return *this;
 }
 
+Module& Module::to(DType dtype) {
+  if (!IsFloat(dtype)) Fail("{}.to({}): modules convert to a floating-point dtype", scope_name(), DTypeName(dtype));
+  NoGradGuard no_grad;
+  for (Tensor& t : parameters())
+    if (IsFloat(t.dtype())) t.convert_(dtype);
+  for (Tensor& t : buffers())
+    if (IsFloat(t.dtype())) t.convert_(dtype);
+  return *this;
+}
+
 void Module::zero_grad() {
   for (auto& t : parameters()) {
     if (t.grad().defined()) t.set_grad(Tensor());

@@ -232,27 +232,36 @@ void AdamW::step() {
   for (size_t k = 0; k < stepping.size(); ++k) {
     const auto [g, i] = stepping[k];
     const double wd = groups_[g].weight_decay.value_or(weight_decay_);
+    // Note [AdamW on half parameters]: a bf16 or f16 parameter (--precision bf16) and its moments
+    // are read as f32, updated in f32 and each rounded once when stored, as PyTorch's fused AdamW
+    // does for half parameters; rounding every intermediate to the half instead loses the update
+    // of a moment whose step is below half its ulp. For f32 the converts vanish.
     Tensor& p = groups_[g].params[i];
-    Tensor grad = p.grad();
+    Tensor& m = exp_avg_[g][i];
+    Tensor& v = exp_avg_sq_[g][i];
+    const auto f32 = [](const Tensor& t) { return t.dtype() == DType::kF32 ? t : t.to(DType::kF32); };
+    Tensor grad = f32(p.grad());
+    Tensor param = f32(p);
     const Tensor& step_size = scalars_[slot_of[k]];
     const Tensor& bc2_sqrt = scalars_[slot_of[k] + 1];
     if (wd != 0) {
       auto d = decay.find(wd);
       if (d == decay.end()) d = decay.emplace(wd, 1.0 - lr * wd).first;
-      p.copy_(p * d->second);
+      param = param * d->second;
     }
-    Tensor& m = exp_avg_[g][i];
-    Tensor& v = exp_avg_sq_[g][i];
-    m.copy_(m * beta1_ + grad * (1.0 - beta1_));
-    v.copy_(v * beta2_ + grad * grad * (1.0 - beta2_));
-    Tensor second = v;
+    const Tensor m1 = f32(m) * beta1_ + grad * (1.0 - beta1_);
+    const Tensor v1 = f32(v) * beta2_ + grad * grad * (1.0 - beta2_);
+    m.copy_(m1);
+    v.copy_(v1);
+    Tensor second = v1;
     if (amsgrad_) {
       Tensor& vmax = max_exp_avg_sq_[g][i];
-      vmax.copy_(maximum(vmax, v));
-      second = vmax;
+      const Tensor vmax1 = maximum(f32(vmax), v1);
+      vmax.copy_(vmax1);
+      second = vmax1;
     }
     Tensor denom = second.sqrt() / bc2_sqrt + eps_;
-    p.copy_(p - m / denom * step_size);
+    p.copy_(param - m1 / denom * step_size);
   }
 }
 

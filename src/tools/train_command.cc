@@ -46,9 +46,10 @@ void AddTrainCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunn
       ->check(kNonNegative);
   sub->add_option("--dropout", o->dropout, "Dropout probability")->check(InRange(0.0, 0.99));
   sub->add_option("--precision", o->precision,
-                  "fp32, or bf16-mixed: products and attention in bf16 under autocast, softmax, norms, the loss and "
-                  "AdamW in f32 on f32 weights (docs/precision.md)")
-      ->check(CLI::IsMember({"fp32", "bf16-mixed"}));
+                  "fp32; bf16-mixed: products and attention in bf16 under autocast, softmax, norms, the loss and "
+                  "AdamW in f32 on f32 weights; or bf16: bf16 weights, gradients and AdamW moments (updated in f32, "
+                  "rounded once), under the same autocast (docs/precision.md)")
+      ->check(CLI::IsMember({"fp32", "bf16-mixed", "bf16"}));
   sub->add_option("--remat", o->remat,
                   "Gradient checkpointing of the decoder blocks: none, full (recompute their activations in the "
                   "backward) or selective (keep the products' results, recompute the rest)")

@@ -99,7 +99,7 @@ GenerateResult GenerateTokens(nn::CausalLM& model, const std::vector<std::vector
   for (int64_t k = 0; k < new_tokens; ++k) {
     // The last position's logits only go to the host.
     Tensor logits = model.forward_cached(idx, cache);
-    logits = logits.select(1, logits.size(1) - 1);  // [B, vocab]
+    logits = logits.select(1, logits.size(1) - 1).to(DType::kF32);  // [B, vocab]; a bf16 model's widened
     const std::vector<float> all = logits.to_vector<float>();
     if (k == 0) {
       r.prefill_s = Since(t0);

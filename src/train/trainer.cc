@@ -87,8 +87,10 @@ void Validate(const TrainOptions& o) {
   if (!(o.weight_decay >= 0)) Fail("--weight-decay {}: must not be negative", o.weight_decay);
   if (!(o.grad_clip >= 0)) Fail("--grad-clip {}: must not be negative (0 = off)", o.grad_clip);
   if (!(o.dropout >= 0 && o.dropout < 1)) Fail("--dropout {}: must be in [0, 1)", o.dropout);
-  if (o.precision != "fp32" && o.precision != "bf16-mixed")
-    Fail("--precision {}: expected fp32 or bf16-mixed (bf16 autocast over f32 master weights)", o.precision);
+  if (o.precision != "fp32" && o.precision != "bf16-mixed" && o.precision != "bf16")
+    Fail("--precision {}: expected fp32, bf16-mixed (bf16 autocast over f32 weights) or bf16 (bf16 weights and "
+         "optimizer state)",
+         o.precision);
   ParseRematPolicy(o.remat);  // throws naming the policies
   if (!o.memory_budget.empty()) {
     flags::ParseByteSize(o.memory_budget, "--memory-budget");
@@ -370,6 +372,9 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   // The optimizer: weight decay on matrices and embeddings, not on biases and norms.
   std::vector<Tensor> decay, no_decay, all;
   if (mesh) fsdp::shard(*model, *mesh, MeshLayout(*mesh));  // before AdamW's sync() makes the state
+  // --precision bf16: the parameters (f32 init or checkpoint, rounded once) and so AdamW's moments
+  // are bf16; the layouts just marked stay with them.
+  if (o.precision == "bf16") model->to(DType::kBF16);
   for (const auto& [name, p] : model->named_parameters()) {
     (p.dim() >= 2 ? decay : no_decay).push_back(p);
     all.push_back(p);
@@ -538,9 +543,10 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
     Tensor loss;
     {
       // --precision bf16-mixed: the forward under autocast; backward, clipping and AdamW in f32
-      // on the f32 parameters (each cast's gradient is cast back).
+      // on the f32 parameters (each cast's gradient is cast back). --precision bf16: the same
+      // autocast (softmax, norms and the loss widened to f32) over bf16 parameters.
       std::optional<autocast> mixed;
-      if (o.precision == "bf16-mixed") mixed.emplace(kBFloat16);
+      if (o.precision != "fp32") mixed.emplace(kBFloat16);
       loss = batch.size() == 4 ? model->loss_packed(batch[0], batch[1], batch[2], batch[3])
                                : model->forward(batch[0], batch[1]);
     }
@@ -668,6 +674,8 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
     g.max_new_tokens = o.sample_tokens;
     g.sampling = {.temperature = 0.8, .top_k = 40, .top_p = 1};
     g.seed = o.seed;
+    std::optional<autocast> mixed;  // bf16 weights: norms and softmax in f32, as in training
+    if (o.precision == "bf16") mixed.emplace(kBFloat16);
     const GenerateResult generated =
         GenerateTokens(*model, std::vector<std::vector<int32_t>>(static_cast<size_t>(o.samples), prompt), g);
     // Text through the --init directory's tokenizer when it has one, else bytes or ids (Render).

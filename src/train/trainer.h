@@ -36,8 +36,10 @@ struct TrainOptions {
   double weight_decay = 0.1;
   double grad_clip = 1.0;           // 0 = no clipping
   double dropout = 0.0;
-  // fp32, or bf16-mixed: the forward under axle::autocast(kBFloat16) (products and attention in
-  // bf16, softmax, norms and the loss in f32), f32 parameters, gradients and AdamW (docs/precision.md).
+  // fp32; bf16-mixed: the forward under axle::autocast(kBFloat16) (products and attention in
+  // bf16, softmax, norms and the loss in f32), f32 parameters, gradients and AdamW; or bf16: the
+  // same autocast over bf16 parameters, gradients and AdamW moments (Module::to(kBFloat16); the
+  // update computed in f32 and rounded once, Note [AdamW on half parameters]). docs/precision.md.
   std::string precision = "fp32";
   // Gradient checkpointing of the decoder blocks (docs/memory.md): none, full (recompute each
   // block's activations in the backward) or selective (keep the products' results).

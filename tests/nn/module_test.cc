@@ -148,6 +148,31 @@ TEST(Module, LoadStateDictShapeAndDTypeMismatch) {
   EXPECT_EQ(Vec(net.scale), (std::vector<float>{1, 1}));
 }
 
+// Module::to(dtype), as PyTorch's module.to: every floating parameter and buffer, and the layer's
+// own handle with it (Tensor::convert_); the values rounded once; leaves stay trainable leaves.
+TEST(Module, ToConvertsFloatingParametersAndBuffersInPlace) {
+  Net net;
+  net.register_buffer("steps", zeros({1}, DType::kI32));
+  const std::vector<float> w = Vec(net.fc1->weight);
+  const Tensor held = net.fc1->weight;  // another copy of the handle
+  net.to(DType::kBF16);
+  for (const auto& [name, p] : net.named_parameters()) {
+    EXPECT_EQ(p.dtype(), DType::kBF16) << name;
+    EXPECT_TRUE(p.requires_grad() && p.is_leaf()) << name;
+  }
+  for (const auto& [name, b] : net.named_buffers())
+    EXPECT_EQ(b.dtype(), name == "steps" ? DType::kI32 : DType::kBF16) << name;
+  EXPECT_EQ(held.dtype(), DType::kBF16);
+  EXPECT_EQ(Vec(net.fc1->weight.to(DType::kF32)), Vec(F32(w, {4, 3}).to(DType::kBF16).to(DType::kF32)));
+  // It trains: a backward gives bf16 gradients to the bf16 parameters.
+  net.forward(F32({1, 2, 3}, {1, 3}).to(DType::kBF16)).sum().backward();
+  EXPECT_EQ(net.fc1->weight.grad().dtype(), DType::kBF16);
+  net.to(DType::kF32);
+  EXPECT_EQ(net.scale.dtype(), DType::kF32);
+  EXPECT_FALSE(net.fc1->weight.grad().defined());  // a conversion drops the gradient
+  EXPECT_NE(ErrorOf([&] { net.to(DType::kI32); }).find("floating-point"), std::string::npos);
+}
+
 TEST(Module, ZeroGradSetsNone) {
   Linear lin(3, 2, true, 5);
   sync();

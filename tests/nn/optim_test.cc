@@ -187,6 +187,30 @@ TEST(AdamW, DefaultsAndSkippedParams) {
   EXPECT_FALSE(b.grad().defined());
 }
 
+// Note [AdamW on half parameters]: a bf16 parameter and its moments are updated in f32 and rounded
+// once, so one step from the same values gives the f32 twin's results rounded to bf16, bit for bit.
+TEST(AdamW, HalfParametersUpdateInF32AndRoundOnce) {
+  const auto bf16 = [](const Tensor& t) { return Vec(t.to(DType::kBF16).to(DType::kF32)); };
+  Tensor twin = Param({1.0f, -2.0f, 0.5f, 3.0e-3f});
+  Tensor half = Param({1.0f, -2.0f, 0.5f, 3.0e-3f});
+  twin.convert_(DType::kBF16).convert_(DType::kF32);  // the twin holds bf16 values in f32
+  half.convert_(DType::kBF16);
+  AdamW opt_twin(std::vector<Tensor>{twin}, 1e-2, {0.9, 0.999}, 1e-8, 0.1);
+  AdamW opt_half(std::vector<Tensor>{half}, 1e-2, {0.9, 0.999}, 1e-8, 0.1);
+  EXPECT_EQ(opt_half.exp_avg(0, 0).dtype(), DType::kBF16);
+  const Tensor g = F32({0.25f, -1e-3f, 3.0f, 7.0e-5f}, {4}).to(DType::kBF16);
+  twin.set_grad(g.to(DType::kF32));
+  half.set_grad(g);
+  opt_twin.step();
+  opt_half.step();
+  sync();
+  EXPECT_EQ(half.dtype(), DType::kBF16);
+  EXPECT_EQ(Vec(half.to(DType::kF32)), bf16(twin));
+  EXPECT_EQ(Vec(opt_half.exp_avg(0, 0).to(DType::kF32)), bf16(opt_twin.exp_avg(0, 0)));
+  EXPECT_EQ(Vec(opt_half.exp_avg_sq(0, 0).to(DType::kF32)), bf16(opt_twin.exp_avg_sq(0, 0)));
+  EXPECT_NE(Vec(half.to(DType::kF32)), Vec(F32({1.0f, -2.0f, 0.5f, 3.0e-3f}, {4}).to(DType::kBF16).to(DType::kF32)));
+}
+
 TEST(ClipGradNorm, ScalesToMaxNorm) {
   Tensor a = Param({0, 0}), b = Param({0}), c = Param({1});
   auto set = [&] {

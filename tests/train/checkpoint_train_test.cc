@@ -105,6 +105,43 @@ TEST_F(CheckpointTrainTest, StopAndResumeGivesTheLossesOfOneRunBitForBit) {
   EXPECT_EQ(extra["optimizer"]["param_steps"][0][0], 20);
 }
 
+// --precision bf16: bf16 parameters and AdamW moments; stopped and resumed it trains bit for bit
+// as one run, its weights are saved as BF16, and its losses follow fp32's (the last within 3%).
+TEST_F(CheckpointTrainTest, Bf16WeightsResumeBitwiseAndSaveAsBf16) {
+  std::ostringstream log;
+  TrainOptions o = Tiny();
+  const TrainResult f32 = Train(o, log);
+  o.precision = "bf16";
+  const TrainResult straight = Train(o, log);
+  ASSERT_EQ(straight.steps.size(), f32.steps.size());
+  EXPECT_NEAR(straight.steps.back().loss, f32.steps.back().loss, 0.03 * f32.steps.back().loss);
+  EXPECT_LT(straight.steps.back().loss, straight.steps.front().loss - 0.5);
+
+  TrainOptions first = o;
+  first.checkpoint_dir = dir_ + "/ckpt";
+  first.stop_at = 10;
+  const TrainResult a = Train(first, log);
+  TrainOptions second = o;
+  second.checkpoint_dir = first.checkpoint_dir;
+  second.resume = true;
+  second.save = dir_ + "/m.safetensors";
+  const TrainResult b = Train(second, log);
+  std::vector<double> joined = Losses(a);
+  for (double l : Losses(b)) joined.push_back(l);
+  EXPECT_EQ(joined, Losses(straight));  // bitwise
+  for (const auto& [name, t] : checkpoint::LoadSafetensors(second.save))
+    EXPECT_EQ(t.dtype(), DType::kBF16) << name;
+  // Resuming it in fp32 is a clear error naming a tensor and both dtypes.
+  second.precision = "fp32";
+  second.save.clear();
+  try {
+    Train(second, log);
+    FAIL() << "resumed bf16 state into f32 parameters";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("is f32[256,64] here but BF16[256,64] in the checkpoint"));
+  }
+}
+
 // Saved on fsdp=8, resumed on dp=2 x tp=2, on one device and on fsdp=2: the restore is exact
 // (ManagerTest.RestoresOntoEveryOtherMeshBitForBit), and the losses after it follow the
 // uninterrupted single-device run within 1e-5 (sharded steps sum in another order).
