@@ -84,9 +84,11 @@ class Module {
   // converted to the parameter's dtype. Nothing is copied when any check fails.
   void load_state_dict(const StateDict& state, bool strict = true, bool convert_dtype = false);
 
-  // Converts every floating-point parameter and buffer of this module and its descendants to
-  // `dtype` in place (Tensor::convert_), as PyTorch's module.to(dtype): make the optimizer after
-  // it, so that its state has the parameters' dtype.
+  // Converts every floating-point parameter and persistent buffer of this module and its
+  // descendants to `dtype` in place (Tensor::convert_), as PyTorch's module.to(dtype); make the
+  // optimizer after it, so that its state has the parameters' dtype. Non-persistent buffers are
+  // tables a module derives from its config and keep their dtype (Llama's rotary frequencies in
+  // bf16 would turn position 1000's angles by up to 2 radians).
   Module& to(DType dtype);
 
   // Training mode (dropout active) for this module and its descendants; eval() is train(false).

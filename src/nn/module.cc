@@ -223,9 +223,7 @@ Module& Module::train(bool on) {
 Module& Module::to(DType dtype) {
   if (!IsFloat(dtype)) Fail("{}.to({}): modules convert to a floating-point dtype", scope_name(), DTypeName(dtype));
   NoGradGuard no_grad;
-  for (Tensor& t : parameters())
-    if (IsFloat(t.dtype())) t.convert_(dtype);
-  for (Tensor& t : buffers())
+  for (auto& [name, t] : state_dict())  // the parameters and the persistent buffers
     if (IsFloat(t.dtype())) t.convert_(dtype);
   return *this;
 }

@@ -148,8 +148,9 @@ TEST(Module, LoadStateDictShapeAndDTypeMismatch) {
   EXPECT_EQ(Vec(net.scale), (std::vector<float>{1, 1}));
 }
 
-// Module::to(dtype), as PyTorch's module.to: every floating parameter and buffer, and the layer's
-// own handle with it (Tensor::convert_); the values rounded once; leaves stay trainable leaves.
+// Module::to(dtype), as PyTorch's module.to: every floating parameter and persistent buffer, and
+// the layer's own handle with it (Tensor::convert_); the values rounded once; leaves stay
+// trainable leaves; a non-persistent (derived) buffer keeps its dtype.
 TEST(Module, ToConvertsFloatingParametersAndBuffersInPlace) {
   Net net;
   net.register_buffer("steps", zeros({1}, DType::kI32));
@@ -160,8 +161,8 @@ TEST(Module, ToConvertsFloatingParametersAndBuffersInPlace) {
     EXPECT_EQ(p.dtype(), DType::kBF16) << name;
     EXPECT_TRUE(p.requires_grad() && p.is_leaf()) << name;
   }
-  for (const auto& [name, b] : net.named_buffers())
-    EXPECT_EQ(b.dtype(), name == "steps" ? DType::kI32 : DType::kBF16) << name;
+  for (const auto& [name, b] : net.named_buffers())  // an integer one and a derived table stay
+    EXPECT_EQ(b.dtype(), name == "steps" ? DType::kI32 : name == "scratch" ? DType::kF32 : DType::kBF16) << name;
   EXPECT_EQ(held.dtype(), DType::kBF16);
   EXPECT_EQ(Vec(net.fc1->weight.to(DType::kF32)), Vec(F32(w, {4, 3}).to(DType::kBF16).to(DType::kF32)));
   // It trains: a backward gives bf16 gradients to the bf16 parameters.
