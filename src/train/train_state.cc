@@ -45,6 +45,7 @@ nlohmann::json FlagsJson(const TrainOptions& o) {
           {"weight-decay", o.weight_decay},
           {"grad-clip", o.grad_clip},
           {"dropout", o.dropout},
+          {"precision", o.precision},
           {"seed", o.seed},
           {"backend", o.backend},
           {"devices", o.devices},
@@ -93,8 +94,16 @@ std::string CheckResume(const nlohmann::json& extra, const TrainOptions& o, cons
   std::string notes;
   const nlohmann::json flags = extra.value("flags", nlohmann::json::object());
   const nlohmann::json now = FlagsJson(o);
+  // --precision bf16 keeps bf16 parameters and moments, the others f32 ones: a change between
+  // them cannot restore (fp32 <-> bf16-mixed can, and is noted below).
+  const std::string saved_precision = flags.value("precision", std::string("fp32"));
+  if ((saved_precision == "bf16") != (o.precision == "bf16"))
+    Fail("--resume: the checkpoint {} was saved by a --precision {} run ({} parameters and AdamW moments), this run "
+         "has --precision {}: pass --precision {}",
+         where, saved_precision, saved_precision == "bf16" ? "bf16" : "f32", o.precision,
+         saved_precision == "bf16" ? "bf16" : "fp32 or bf16-mixed");
   for (const char* key : {"data", "steps", "batch", "seq", "lr", "warmup", "schedule", "weight-decay", "grad-clip",
-                          "dropout", "seed", "mesh"}) {
+                          "dropout", "precision", "seed", "mesh"}) {
     if (flags.contains(key) && flags[key] != now[key])
       notes += fmt::format("note: --{} is {} here but was {} when the checkpoint was saved\n", key, now[key].dump(),
                            flags[key].dump());

@@ -131,14 +131,15 @@ TEST_F(CheckpointTrainTest, Bf16WeightsResumeBitwiseAndSaveAsBf16) {
   EXPECT_EQ(joined, Losses(straight));  // bitwise
   for (const auto& [name, t] : checkpoint::LoadSafetensors(second.save))
     EXPECT_EQ(t.dtype(), DType::kBF16) << name;
-  // Resuming it in fp32 is a clear error naming a tensor and both dtypes.
+  // Resuming it in fp32 is a clear error that names the flag to pass.
   second.precision = "fp32";
   second.save.clear();
   try {
     Train(second, log);
     FAIL() << "resumed bf16 state into f32 parameters";
   } catch (const Error& e) {
-    EXPECT_THAT(e.what(), HasSubstr("is f32[256,64] here but BF16[256,64] in the checkpoint"));
+    EXPECT_THAT(e.what(), HasSubstr("was saved by a --precision bf16 run (bf16 parameters and AdamW moments), this "
+                                    "run has --precision fp32: pass --precision bf16"));
   }
 }
 
