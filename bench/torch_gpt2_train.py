@@ -12,7 +12,9 @@ Prints one JSON line per step ({"step", "loss", "step_s", "tokens_per_s"}) and a
 include one-time warmup (allocator, thread pool, first-touch of the weights). --autocast-bf16
 runs the forward under torch.autocast("cpu", dtype=torch.bfloat16) (PyTorch's CPU mixed
 precision: f32 weights and optimizer, products in bf16), the peer of `axle train --precision
-bf16-mixed`.
+bf16-mixed`. --bf16-weights converts the model to bf16 first (`model.to(torch.bfloat16)`, Lightning's
+"bf16-true": bf16 weights, gradients and AdamW state), the peer of `axle train --precision bf16`;
+with --autocast-bf16 too, the forward also runs under autocast, as Axle's `bf16` does.
 """
 import argparse
 import json
@@ -44,6 +46,7 @@ def main():
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--config", choices=sorted(PRESETS), default="small")
     ap.add_argument("--autocast-bf16", action="store_true", help="the forward under torch.autocast(cpu, bf16)")
+    ap.add_argument("--bf16-weights", action="store_true", help="model.to(torch.bfloat16) before the optimizer")
     a = ap.parse_args()
     if a.steps <= a.skip:
         ap.error(f"--steps must be more than --skip ({a.skip})")
@@ -52,6 +55,8 @@ def main():
     torch.set_num_threads(a.threads)
     config = dict(PRESETS[a.config], layer_norm_epsilon=1e-5)
     model = ref.build_model(torch, config, ref.random_init(config, seed=0))
+    if a.bf16_weights:
+        model = model.to(torch.bfloat16)
     opt = ref.make_optimizer(torch, model, a.lr, 0.1)
     tokens = np.random.default_rng(1).integers(0, 256, size=1 << 20)  # bytes: below every vocab
     n_tok = a.batch * a.seq
@@ -71,7 +76,8 @@ def main():
     print(json.dumps({"summary": {"steps_timed": len(timed), "tokens": n_tok * len(timed),
                                   "seconds": total, "tokens_per_s": n_tok * len(timed) / total,
                                   "threads": a.threads, "torch": torch.__version__,
-                                  "autocast_bf16": a.autocast_bf16}}), flush=True)
+                                  "autocast_bf16": a.autocast_bf16, "bf16_weights": a.bf16_weights}}),
+          flush=True)
 
 
 if __name__ == "__main__":

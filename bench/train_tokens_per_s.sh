@@ -11,10 +11,12 @@
 #   STEPS=30 AXLE=build-x/axle TORCH_THREADS=1 bench/train_tokens_per_s.sh
 #   CONFIG=124m STEPS=8 ROUNDS=3 bench/train_tokens_per_s.sh   # alternate the sides, print medians
 #   PRECISION=bf16-mixed CONFIG=124m STEPS=8 ROUNDS=3 bench/train_tokens_per_s.sh   # bf16 autocast
+#   PRECISION=bf16 CONFIG=124m STEPS=8 ROUNDS=3 bench/train_tokens_per_s.sh         # bf16 weights too
 #
-# Environment: PRECISION (fp32, or bf16-mixed: `axle train --precision bf16-mixed` against PyTorch's
-# torch.autocast("cpu", dtype=torch.bfloat16), and each round also runs Axle in fp32 for the
-# bf16 / f32 speedup; JAX is left out), CONFIG (small), BATCH / SEQ (per config), STEPS (default 20), SKIP (default 2: the
+# Environment: PRECISION (fp32; bf16-mixed: `axle train --precision bf16-mixed` against PyTorch's
+# torch.autocast("cpu", dtype=torch.bfloat16); or bf16: `axle train --precision bf16` against
+# PyTorch's model.to(torch.bfloat16) (TORCH_BF16_AUTOCAST_ON=1: under autocast too); with either,
+# each round also runs Axle in fp32 for the bf16 / f32 speedup, and JAX is left out), CONFIG (small), BATCH / SEQ (per config), STEPS (default 20), SKIP (default 2: the
 # first steps are compile / warmup and are not timed), ROUNDS (default 1: runs of each side,
 # alternated; the table shows medians), AXLE (default build/axle), PYTHON (default
 # /usr/bin/python3, must have torch), TORCH_THREADS (default: the core count), TORCH_MKL (default:
@@ -44,10 +46,15 @@ case "$CONFIG" in
 esac
 SEQ="${SEQ:-64}"
 PRECISION="${PRECISION:-fp32}"
+# PRECISION=bf16: PyTorch's peer is model.to(torch.bfloat16), without autocast (Lightning's
+# bf16-true); TORCH_BF16_AUTOCAST=1 also runs its forward under autocast, as Axle's bf16 does.
+TORCH_BF16_AUTOCAST=()
+[[ "${TORCH_BF16_AUTOCAST_ON:-0}" == 1 ]] && TORCH_BF16_AUTOCAST=(--autocast-bf16)
 case "$PRECISION" in
   fp32) TORCH_PRECISION=() ;;
   bf16-mixed) TORCH_PRECISION=(--autocast-bf16); JAX_PYTHON=skip ;;
-  *) echo "PRECISION=$PRECISION: expected fp32 or bf16-mixed" >&2; exit 2 ;;
+  bf16) TORCH_PRECISION=(--bf16-weights "${TORCH_BF16_AUTOCAST[@]}"); JAX_PYTHON=skip ;;
+  *) echo "PRECISION=$PRECISION: expected fp32, bf16-mixed or bf16" >&2; exit 2 ;;
 esac
 # One OpenBLAS core for every side (Note [OpenBLAS's kernels], src/backends/cpu/blas.cc): an
 # environment that sets OPENBLAS_CORETYPE (this VM's set Haswell, AVX2, on a Zen 5 whose AVX-512
@@ -273,12 +280,17 @@ printf '%-26s %14s   %s\n' "axle train" "${axle_tps%% *}" "$(roof "${axle_tps%% 
 [[ -n "$axle_tps" ]] && printf '%-26s %14s\n' "  (compile, s)" "${axle_tps##* }"
 if [[ -n "$speedup_all" ]]; then
   printf '%-26s %14s\n' "  (axle fp32)" "$(median <<<"$axle_f32_all")"
-  printf '%-26s %14s%s\n' "  (bf16-mixed / fp32)" "$(awk -v r="$(median <<<"$speedup_all")" 'BEGIN{printf "%.2fx", r}')" \
+  printf '%-26s %14s%s\n' "  ($PRECISION / fp32)" "$(awk -v r="$(median <<<"$speedup_all")" 'BEGIN{printf "%.2fx", r}')" \
     "$( ((ROUNDS > 1)) && echo "   median of $ROUNDS rounds:$speedup_all")"
 fi
 [[ -n "$axle_blas" ]] && printf '%-26s %s\n' "  (blas)" "$axle_blas"
 [[ -n "$axle_malloc" ]] && printf '%-26s %s\n' "  (malloc)" "$axle_malloc"
-printf '%-26s %14s   %s\n' "pytorch eager${TORCH_PRECISION:+ (autocast bf16)}" "$torch_tps" "$(roof "$torch_tps")"
+case "$PRECISION" in
+  bf16-mixed) torch_label="pytorch eager (autocast bf16)" ;;
+  bf16) torch_label="pytorch eager (bf16 weights${TORCH_BF16_AUTOCAST[*]:+, autocast})" ;;
+  *) torch_label="pytorch eager" ;;
+esac
+printf '%-26s %14s   %s\n' "$torch_label" "$torch_tps" "$(roof "$torch_tps")"
 if [[ -n "$torch_mkl_all" || -n "$torch_1t_all" ]]; then
   printf '%-26s %14s\n' "  (openblas, $TORCH_THREADS thr)" "$(median <<<"$torch_ob_all")"
   [[ -n "$torch_mkl_all" ]] && printf '%-26s %14s\n' "  (mkl preloaded)" "$(median <<<"$torch_mkl_all")"
