@@ -223,6 +223,30 @@ std::vector<Kernel> FuseFunction(const ir::Function& f) {
       if (materialize) new_group(n, true);
       continue;
     }
+    // Note [Results beside their siblings]: a result that no node reads joins a later fused group
+    // of its element count that reads one of its operands, as an extra output. AdamW on a bf16
+    // parameter stores convert(m1) and updates the parameter from m1 itself: alone, the store
+    // was a kernel of its own that also wrote m1 in f32 for the update to read back (GPT-2 124M's
+    // --precision bf16 step made three kernels of each parameter's update, 34 bytes an element
+    // against 14). Its operands then have all their users in that group and join it too. The
+    // group runs after every node before the result, so the result's operands are ready there;
+    // an operand's producer that would join an earlier group cannot (multi-output fusion's
+    // order check sees the result's position), so it runs earlier still.
+    if (us.empty() && is_result.count(v)) {
+      int sibling = -1;
+      for (const Value* o : n->operands())
+        for (const Node* u : users[o]) {
+          if (sibling >= 0 || pos[u] <= pos[n]) continue;
+          for (int g : group_of[u])
+            if (sibling < 0 && groups[g].members.count(u) && groups[g].fused && groups[g].elements == count)
+              sibling = g;
+        }
+      if (sibling >= 0) {
+        groups[sibling].members.insert(n);
+        group_of[n].push_back(sibling);
+        continue;
+      }
+    }
     // Join the single group of all users (duplicated broadcasts count in each of their groups).
     int target = -1;
     bool ok = !us.empty();

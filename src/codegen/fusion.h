@@ -12,7 +12,8 @@
 // consumers' group when all its users are in that group and it has the group's element count,
 // or when its other users all come after the group's last node (multi-output fusion: it is then
 // also written out; a user recomputed in two groups is inside either, if the other runs later);
-// otherwise it is materialized by a group of its own. A broadcast that adds
+// otherwise it is materialized by a group of its own. A result that no node reads joins a later
+// group that reads one of its operands (Note [Results beside their siblings], fusion.cc). A broadcast that adds
 // elements is duplicated into every consumer group (each reads the operand at a mapped index) and
 // materialized only when a non-fused node or the function's results need it.
 //

@@ -193,7 +193,8 @@ TEST(FusionTest, GeluBackwardReadsTheTanhAndRecomputesTheRest) {
 // Found by the compiler fuzzer (program 201527): %1 = logistic (a transcendental, not recomputed)
 // joins the kernel of %h (multi-output fusion), and its only user, sign, is recomputed in both
 // kernels. The later kernel's sign reads %1, so %1 is an output although all its users are
-// members of its own kernel.
+// members of its own kernel. (%h comes last: before %7, it would now join %7's kernel, Note
+// [Results beside their siblings], and there would be one kernel.)
 TEST(FusionTest, AValueReadByARecomputedUserElsewhereIsWritten) {
   std::unique_ptr<ir::Module> m = ir::ParseModule(R"(module @m {
   func @main {
@@ -204,10 +205,10 @@ TEST(FusionTest, AValueReadByARecomputedUserElsewhereIsWritten) {
     %3 = log(%2) : f64[4]
     %s = sign(%1) : f64[4]
     %t = rsqrt(%s) : f64[4]
-    %h = floor(%t) : f64[4]
     %4 = sub(%t, %3) : f64[4]
     %5 = log(%4) : f64[4]
     %7 = logistic(%5) : f64[4]
+    %h = floor(%t) : f64[4]
     return %7, %h
   }
 })");

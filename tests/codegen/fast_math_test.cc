@@ -305,18 +305,22 @@ TEST(FastMathTest, LoopsVectorise) {
     GTEST_SKIP() << "not GCC: " << cxx;
   ir::Module m("vec");
   Builder b(m.AddFunction("main"));
-  Value* x = b.Parameter(0, TensorType(DType::kF32, Shape{1024}), "x");
+  // A parameter of its own for each loop: results that read one value would share a kernel
+  // (Note [Results beside their siblings]), and each op's loop is checked alone.
+  int64_t index = 0;
+  auto param = [&] { return b.Parameter(index++, TensorType(DType::kF32, Shape{1024})); };
   std::vector<Value*> rs;
   for (OpKind op : {OpKind::kExp, OpKind::kLog, OpKind::kLog1p, OpKind::kTanh, OpKind::kLogistic,
                     OpKind::kErf, OpKind::kSqrt, OpKind::kRsqrt, OpKind::kSin, OpKind::kCos})
-    rs.push_back(b.Unary(op, x));
+    rs.push_back(b.Unary(op, param()));
+  Value* x = param();
   // gelu-tanh: 0.5 x (1 + tanh(0.79788456 (x + 0.044715 x^3))), constants as broadcast scalars.
   auto c = [&](double v) { return b.BroadcastInDim(b.Scalar(DType::kF32, v), Shape{1024}, {}); };
   Value* inner = b.Mul(c(0.7978845608028654), b.Add(x, b.Mul(c(0.044715), b.Mul(b.Mul(x, x), x))));
   rs.push_back(b.Mul(b.Mul(c(0.5), x), b.Add(c(1.0), b.Unary(OpKind::kTanh, inner))));
   // relu and a clamp with scalar bounds (max/min are select-based, exact in both modes).
-  rs.push_back(b.Max(x, c(0.0)));
-  rs.push_back(b.Build1(OpKind::kClamp, {b.Scalar(DType::kF32, -1.0), x, b.Scalar(DType::kF32, 1.0)}));
+  rs.push_back(b.Max(param(), c(0.0)));
+  rs.push_back(b.Build1(OpKind::kClamp, {b.Scalar(DType::kF32, -1.0), param(), b.Scalar(DType::kF32, 1.0)}));
   b.Return(rs);
   auto ks = codegen::FuseFunction(*m.entry());
   const std::string src = codegen::EmitCpp(ks, {.exact_math = false, .fast_trig = true}).source;
