@@ -13,9 +13,9 @@
 // or when its other users all come after the group's last node (multi-output fusion: it is then
 // also written out; a user recomputed in two groups is inside either, if the other runs later);
 // otherwise it is materialized by a group of its own. A result that no node reads joins a later
-// group that reads one of its operands (Note [Results beside their siblings], fusion.cc). A broadcast that adds
-// elements is duplicated into every consumer group (each reads the operand at a mapped index) and
-// materialized only when a non-fused node or the function's results need it.
+// group that reads one of its operands (Note [Results beside their siblings], fusion.cc). A
+// broadcast that adds elements is duplicated into every consumer group (each reads the operand at
+// a mapped index) and materialized only when a non-fused node or the function's results need it.
 //
 // Note [Recomputing cheap values]: before multi-output fusion, a value whose users are in exactly
 // two fused groups of its element count, and that is computed (through at most kMaxRecompute

@@ -38,7 +38,7 @@ struct TrainOptions {
   double dropout = 0.0;
   // fp32; bf16-mixed: the forward under axle::autocast(kBFloat16) (products and attention in
   // bf16, softmax, norms and the loss in f32), f32 parameters, gradients and AdamW; or bf16: the
-  // same autocast over bf16 parameters, gradients and AdamW moments (Module::to(kBFloat16); the
+  // same autocast over bf16 parameters, gradients and AdamW moments (Module::to(DType::kBF16); the
   // update computed in f32 and rounded once, Note [AdamW on half parameters]). docs/precision.md.
   std::string precision = "fp32";
   // Gradient checkpointing of the decoder blocks (docs/memory.md): none, full (recompute each
