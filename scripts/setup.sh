@@ -22,6 +22,7 @@ packages=(
   libgloo-dev                                    # collectives between processes (src/dist)
   libpcre2-dev libutf8proc-dev libsentencepiece-dev  # tokenizers (src/text): regexes, NFC, tokenizer.model
   libdnnl2                                       # oneDNN's sgemm for its small products (optional, dlopen'ed)
+  coinor-libcbc3                                 # CBC, auto-sharding's ILP solver (optional, dlopen'ed)
   libtcmalloc-minimal4                           # the axle tool's allocator (optional)
   python3-numpy                                  # golden-value scripts and the example check
 )

@@ -91,6 +91,25 @@ const Tensor& mark_sharding_like(const Tensor& t, const Tensor& like);
 // (before anything executes). A tensor of a trace without any annotation is replicated.
 ir::Sharding sharding_of(const Tensor& t);
 
+// Auto-sharding (docs/spmd.md, "Auto-sharding"): from now on every step runs over `mesh` with the
+// layout of each of its values chosen by the compiler -- an integer program over the strategies
+// the op table allows, priced by a cost model measured on this machine (spmd/auto_shard.h) -- as
+// PyTorch/XLA's auto-sharding does for a whole program. Annotations made with mark_sharding stay,
+// as constraints; a value a step leaves on the devices is read in that layout by the next, so the
+// parameters settle after the first step. Throws like set_global_mesh for a mesh that is not the
+// process's devices.
+struct AutoShardingOptions {
+  int64_t memory_bound_bytes = 0;  // per device: parameters, optimizer state, batch (0: none)
+  double time_limit_s = 30;        // the ILP solver's
+  bool use_ilp = true;             // false: the greedy alone
+};
+void auto_shard(const Mesh& mesh, const AutoShardingOptions& options = {});
+// Ends auto-sharding (steps without annotations run on one device again).
+void clear_auto_shard();
+// The auto-sharding mesh and options, or nullptr.
+const Mesh* get_auto_shard_mesh();
+const AutoShardingOptions* get_auto_shard_options();
+
 // The devices' pieces of `t` (running its step if it is pending): out[d] is device d's block, as
 // laid out by its sharding, without padding (an uneven split leaves the last blocks smaller or
 // empty), like jax.Array.addressable_shards. A tensor without a sharding is one piece.

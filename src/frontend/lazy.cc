@@ -2,6 +2,7 @@
 // thread and recompilation reports (the metrics are in metrics.cc, AsyncBuffer in
 // async_buffer.cc). See lazy.h for the model.
 #include "frontend/lazy.h"
+#include "axle/spmd.h"
 #include "frontend/ops_internal.h"
 #include "frontend/sharded_step.h"
 
@@ -304,6 +305,8 @@ Trace::Trace()
 
 Trace& CurrentTrace() { return *TracePtr(); }
 
+void DropTrace() { TracePtr() = std::make_unique<Trace>(); }
+
 std::string CurrentScope() {
   std::string s;
   for (const auto& p : g_scopes) s += (s.empty() ? "" : ".") + p;
@@ -479,6 +482,11 @@ void SyncImpl(detail::StepRecord* record) {
 
   std::unordered_map<const ir::Value*, size_t> input_index;
   for (size_t i = 0; i < t.inputs.size(); ++i) input_index[t.input_value[t.inputs[i].get()]] = i;
+  // Auto-sharding (spmd::auto_shard): a step without a mesh of its own runs on the auto mesh, its
+  // layouts chosen when it is compiled.
+  const spmd::Mesh* auto_mesh = spmd::get_auto_shard_mesh();
+  if (auto_mesh && !t.mesh) t.mesh = auto_mesh->ir_mesh();
+  const bool auto_sharded = auto_mesh && *t.mesh == auto_mesh->ir_mesh();
 
   // A tensor whose pending value is an input (an in-place copy of a materialized tensor) takes
   // that buffer directly; the others become results, each distinct value once.
@@ -513,6 +521,7 @@ void SyncImpl(detail::StepRecord* record) {
   std::vector<const ir::Node*> cut;
   std::vector<ir::Attrs> parameter_attrs;  // the cut's parameters, renumbered
   std::vector<std::shared_ptr<AsyncBuffer>> args;
+  std::unordered_map<size_t, int64_t> parameter_of_input;  // t.inputs index -> the cut's parameter
   ir::NodeSequenceKey key_builder;
   // A value's position among the cut's values: its node's first result's, plus its index.
   std::vector<int64_t> first_position(static_cast<size_t>(t.fn->id_bound()), -1);
@@ -532,6 +541,7 @@ void SyncImpl(detail::StepRecord* record) {
         ir::Attrs attrs = n->attrs();
         std::get<ir::ParameterAttrs>(attrs).index = static_cast<int64_t>(args.size());
         const size_t input = input_index.at(n->result());
+        parameter_of_input[input] = static_cast<int64_t>(args.size());
         args.push_back(t.inputs[input]);
         if (record) {
           record->inputs.push_back(t.input_impls[input]);
@@ -561,9 +571,10 @@ void SyncImpl(detail::StepRecord* record) {
   if (detail::g_backend.empty()) set_backend(flags::backend());
   // The backend and the compile options that change its executable: a memory budget (the remat
   // pass, Note [Rematerialization under a budget]) makes another one of the same module.
-  const std::string compiler = flags::memory_budget() > 0
-                                   ? fmt::format("{} (memory budget {})", detail::g_backend, flags::memory_budget())
-                                   : detail::g_backend;
+  std::string compiler = flags::memory_budget() > 0
+                             ? fmt::format("{} (memory budget {})", detail::g_backend, flags::memory_budget())
+                             : detail::g_backend;
+  if (auto_sharded) compiler += " (auto-sharded)";
   auto it = cache.entries.end();
   if (auto k = cache.trace_keys.find(trace_key); k != cache.trace_keys.end())
     it = cache.entries.find(std::make_pair(compiler, k->second));
@@ -598,7 +609,7 @@ void SyncImpl(detail::StepRecord* record) {
     fn->set_results(std::move(mapped));
     // The annotations' mesh: with more than one device the step is partitioned (sharded_step.h).
     module->set_mesh(t.mesh);
-    if (t.mesh) detail::ReplicateUnannotatedParameters(*fn);
+    if (t.mesh && !auto_sharded) detail::ReplicateUnannotatedParameters(*fn);
     hash = ir::HashModule(*module).ToHex();
     cache.trace_keys[trace_key] = hash;
     it = cache.entries.find(std::make_pair(compiler, hash));
@@ -611,6 +622,14 @@ void SyncImpl(detail::StepRecord* record) {
     record->trace_key = trace_key;
     record->graph_nodes = graph_nodes;
   }
+
+  // Auto-sharding keeps each updated tensor (a parameter, optimizer state) in its input's layout.
+  std::vector<std::pair<int64_t, int64_t>> tied;
+  if (auto_sharded && it == cache.entries.end())
+    for (const auto& [impl, index] : assign)
+      for (size_t i = 0; i < t.input_impls.size(); ++i)
+        if (auto p = parameter_of_input.find(i); p != parameter_of_input.end() && t.input_impls[i].lock() == impl)
+          tied.emplace_back(static_cast<int64_t>(index), p->second);
 
   // 4. Donation: inputs that only this trace holds. Then the trace is done.
   trace_ptr = std::make_unique<Trace>();  // drops the old trace's references
@@ -627,7 +646,7 @@ void SyncImpl(detail::StepRecord* record) {
     ir::Verify(*module);
     detail::CacheEntry e;
     runtime::Backend& backend = runtime::GetBackend(detail::g_backend);
-    e.exe = detail::CompileShardedStep(backend, *module);  // a mesh of several devices
+    e.exe = detail::CompileShardedStep(backend, *module, auto_sharded, tied);  // a mesh of several devices
     if (e.exe == nullptr) e.exe = backend.Compile(*module);
     const double secs = detail::Seconds(start);
     e.signature = std::move(sig);

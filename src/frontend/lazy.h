@@ -158,6 +158,9 @@ struct Trace {
 };
 
 Trace& CurrentTrace();
+// Starts a new trace without running the current one: its pending tensors keep values of a trace
+// that is gone (TakeTrace, inspect.h, turns them into placeholders first).
+void DropTrace();
 std::string CurrentScope();
 
 // The IR value of `t` in the current trace (a parameter for a materialized tensor).

@@ -1,21 +1,30 @@
 #include "frontend/sharded_step.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <optional>
 #include <mutex>
 
+#include "axle/spmd.h"
 #include "core/flags.h"
+#include "frontend/calibrate.h"
 #include "frontend/lazy.h"
 #include "ir/hash.h"
+#include "ir/parser.h"
 #include "ir/printer.h"
+#include "ir/verifier.h"
 #include "passes/pipeline.h"
 #include "spmd/passes.h"
 
 #include "runtime/devices.h"
+#include "runtime/disk_cache.h"
 #include "runtime/world.h"
+#include "spmd/auto_shard.h"
 #include "spmd/partitioner.h"
 #include "spmd/propagation.h"
 #include "spmd/shard_util.h"
@@ -174,7 +183,74 @@ std::shared_ptr<ShardedData> SplitIntoShards(const runtime::BufferPtr& global, c
   return data;
 }
 
-std::unique_ptr<ShardedStep> CompileShardedStep(runtime::Backend& backend, const ir::Module& global) {
+std::optional<spmd::AutoShardReport>& LastAutoShardReport() {
+  static std::optional<spmd::AutoShardReport> r;
+  return r;
+}
+
+namespace {
+
+// Note [Auto-sharded plans are kept]
+// A step's auto-sharded layouts are computed once per build: the annotated module is kept in the
+// on-disk cache under the global module's hash, the mesh, the options, the tied pairs and the
+// cost model, so a second run neither solves again (tens of seconds on a two-axis mesh) nor, where
+// the solver stopped at its time limit, chooses differently (the same program gives the same
+// bits). In a run of several processes every process adopts process 0's plan: a solver stopped
+// by a clock may differ between processes, and their partitioned programs must not.
+std::unique_ptr<ir::Module> AutoShardStep(const ir::Module& global, const std::vector<std::pair<int64_t, int64_t>>& tied) {
+  const spmd::AutoShardingOptions* o = spmd::get_auto_shard_options();
+  AXLE_CHECK(o != nullptr, "CompileShardedStep: auto-sharded without spmd::auto_shard");
+  spmd::AutoShardOptions ao;
+  ao.memory_bound_bytes = o->memory_bound_bytes;
+  ao.time_limit_s = o->time_limit_s;
+  ao.use_ilp = o->use_ilp;
+  ao.tied = tied;
+  const spmd::CostModel model = CalibratedCostModel(global.mesh()->shape(), flags::cpu_devices());
+  std::string tied_text;
+  for (const auto& [r, p] : tied) tied_text += fmt::format("{}:{},", r, p);
+  runtime::DiskCache& cache = runtime::DiskCache::Default();
+  const std::string key = runtime::DiskCache::MakeKey(ir::HashModule(global).ToHex() + "_autoshard_" +
+                                                      fmt::format("{:016x}", runtime::Fnv1a64(fmt::format(
+                                                          "{}|{}|{}|{}|{}|{}", global.mesh()->ToString(),
+                                                          ao.memory_bound_bytes, ao.time_limit_s, ao.use_ilp,
+                                                          tied_text, model.ToJson().dump()))));
+  std::unique_ptr<ir::Module> local;
+  bool kept_plan = false;
+  if (std::optional<std::string> kept = cache.Get(key)) {
+    try {
+      local = ir::ParseModule(*kept, "the auto-sharding cache");
+      ir::Verify(*local);
+      kept_plan = true;
+      LastAutoShardReport().reset();  // nothing was solved
+    } catch (const Error&) {
+      local.reset();  // not a module of ours: solve again
+    }
+  }
+  if (!local) {
+    local = global.Clone();
+    const spmd::AutoShardReport r = spmd::AutoShard(*local, model, ao);
+    if (flags::debug())
+      std::cerr << fmt::format("auto-sharding of step @{}: {} in {:.2f} s ({} nodes, {} decisions), chose {} at {:.4f} s "
+                               "a step, {:.1f} MB of arguments per device\n",
+                               global.name(), r.solver, r.total_s, r.nodes, r.variable_sets, r.chosen, r.evaluated_s,
+                               static_cast<double>(r.argument_bytes) / 1e6);
+    LastAutoShardReport() = r;
+  }
+  if (runtime::World* world = runtime::GetWorld(); world != nullptr && world->size() > 1) {
+    const std::string mine = ir::PrintModule(*local);
+    const auto all = world->AllGatherBytes({reinterpret_cast<const uint8_t*>(mine.data()), mine.size()},
+                                           fmt::format("the auto-sharded layouts of step @{}", global.name()));
+    if (world->rank() != 0) local = ir::ParseModule(std::string(all[0].begin(), all[0].end()), "process 0's plan");
+  }
+  if (!kept_plan) cache.Put(key, ir::PrintModule(*local));
+  return local;
+}
+
+}  // namespace
+
+std::unique_ptr<ShardedStep> CompileShardedStep(runtime::Backend& backend, const ir::Module& global,
+                                                bool auto_sharded,
+                                                const std::vector<std::pair<int64_t, int64_t>>& tied) {
   if (!global.mesh() || global.mesh()->size() == 1) return nullptr;
   // The compiler's pipeline through partitioning (passes::BuildPipeline); the backend runs the
   // per-device stages after it. The module after propagation is the step's interface: its
@@ -193,6 +269,7 @@ std::unique_ptr<ShardedStep> CompileShardedStep(runtime::Backend& backend, const
              r, world->rank(), std::string(all[r].begin(), all[r].end()).substr(0, 12), mine.substr(0, 12));
   }
   std::unique_ptr<ir::Module> local = global.Clone();
+  if (auto_sharded) local = AutoShardStep(global, tied);
   std::unique_ptr<ir::Module> annotated;
   passes::BuildPipeline(backend.target(), {.spmd = true})
       .Through("partition")

@@ -15,6 +15,7 @@
 #include "ir/module.h"
 #include "runtime/backend.h"
 #include "runtime/collectives.h"
+#include "spmd/auto_shard.h"
 
 namespace axle::detail {
 
@@ -32,6 +33,9 @@ runtime::BufferPtr AssembleShards(const ShardedData& data);
 // `global` split into the shards of `sharding` over `mesh` (counted likewise).
 std::shared_ptr<ShardedData> SplitIntoShards(const runtime::BufferPtr& global, const ir::Sharding& sharding,
                                              const ir::Mesh& mesh);
+
+// The report of the last step spmd::auto_shard compiled (what `axle train --mesh auto` prints).
+std::optional<spmd::AutoShardReport>& LastAutoShardReport();
 
 // The executable of a partitioned step.
 class ShardedStep : public runtime::Executable {
@@ -55,7 +59,12 @@ class ShardedStep : public runtime::Executable {
 // it and compiles the per-device program with `backend`. The executable takes and returns global
 // buffers to Execute (split into shards and assembled on the host) and shards to ExecuteSharded.
 // Returns nullptr when `global` needs no partitioning (no mesh, or a mesh of one device).
-std::unique_ptr<ShardedStep> CompileShardedStep(runtime::Backend& backend, const ir::Module& global);
+// `auto_sharded`: first every value's layout is chosen by spmd::AutoShard (annotations kept) with
+// the cost model calibrated for the mesh and spmd::auto_shard's options; `tied` (result, parameter)
+// pairs keep their layouts equal.
+std::unique_ptr<ShardedStep> CompileShardedStep(runtime::Backend& backend, const ir::Module& global,
+                                                bool auto_sharded = false,
+                                                const std::vector<std::pair<int64_t, int64_t>>& tied = {});
 
 // The collective counters of the last sharded step run by this process (summed over devices),
 // and its per-device parameter bytes (for the training log).

@@ -27,6 +27,11 @@ std::optional<Mesh>& GlobalMesh() {
   return mesh;
 }
 
+std::optional<std::pair<Mesh, AutoShardingOptions>>& AutoMesh() {
+  static std::optional<std::pair<Mesh, AutoShardingOptions>> mesh;
+  return mesh;
+}
+
 void CheckDevices(const Mesh& mesh, std::string_view what) {
   const int64_t devices = runtime::GlobalDevices();
   if (const runtime::World* w = runtime::GetWorld(); w != nullptr && w->size() > 1 && mesh.size() != devices)
@@ -169,6 +174,17 @@ void set_global_mesh(const Mesh& mesh) {
 const Mesh* get_global_mesh() { return GlobalMesh() ? &*GlobalMesh() : nullptr; }
 
 void clear_global_mesh() { GlobalMesh().reset(); }
+
+void auto_shard(const Mesh& mesh, const AutoShardingOptions& options) {
+  CheckDevices(mesh, fmt::format("auto_shard(mesh {})", mesh.ToString()));
+  if (options.memory_bound_bytes < 0 || !(options.time_limit_s > 0))
+    Fail("auto_shard: memory_bound_bytes {} and time_limit_s {} must be >= 0 and > 0", options.memory_bound_bytes,
+         options.time_limit_s);
+  AutoMesh() = std::make_pair(mesh, options);
+}
+void clear_auto_shard() { AutoMesh().reset(); }
+const Mesh* get_auto_shard_mesh() { return AutoMesh() ? &AutoMesh()->first : nullptr; }
+const AutoShardingOptions* get_auto_shard_options() { return AutoMesh() ? &AutoMesh()->second : nullptr; }
 
 const Tensor& mark_sharding(const Tensor& t, const Mesh& mesh, const PartitionSpec& spec) {
   AXLE_CHECK(t.defined(), "mark_sharding of an undefined tensor");

@@ -25,6 +25,7 @@ void AddExportCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRun
 void AddLaunchCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
 void AddGenerateCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
 void AddTokenizeCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
+void AddShardPlanCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunner>>& commands);
 
 // Range checks for numeric flags whose errors read as sentences: "--lr: 0 is not a positive
 // number". (CLI11's PositiveNumber printed its range, whose upper end is the largest double, all

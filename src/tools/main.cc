@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   AddLaunchCommand(app, commands);
   AddGenerateCommand(app, commands);
   AddTokenizeCommand(app, commands);
+  AddShardPlanCommand(app, commands);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

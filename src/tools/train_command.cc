@@ -72,7 +72,13 @@ void AddTrainCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunn
   sub->add_option("--devices", o->devices, "Virtual CPU devices of this process (default: AXLE_CPU_DEVICES, else 1); in a run of several processes, each has this many")
       ->check(kPositive);
   sub->add_option("--mesh", o->mesh,
-                  "Device mesh over the axes dp, fsdp, tp, e.g. fsdp=4,tp=2 (default: dp over all devices)");
+                  "Device mesh over the axes dp, fsdp, tp, e.g. fsdp=4,tp=2 (default: dp over all devices), or auto: "
+                  "the compiler chooses every layout");
+  sub->add_option("--mesh-shape", o->mesh_shape, "With --mesh auto: the mesh's shape, e.g. 2x4 (default: one axis)");
+  sub->add_option("--memory-bound", o->memory_bound,
+                  "With --mesh auto: parameters, optimizer state and batch per device at most, e.g. 2GB");
+  sub->add_option("--auto-time-limit", o->auto_time_limit_s, "With --mesh auto: seconds the ILP solver may take")
+      ->check(kPositive);
   sub->add_option("--checkpoint-dir", o->checkpoint_dir,
                   "Save checkpoints (parameters, optimizer, data and RNG state) in DIR/step_NNNNNNNN");
   sub->add_option("--checkpoint-every", o->checkpoint_every,

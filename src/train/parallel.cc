@@ -53,6 +53,52 @@ std::optional<spmd::Mesh> ParseMesh(const std::string& mesh_text, int64_t device
   return spmd::Mesh(sizes, names);
 }
 
+std::vector<int64_t> ParseMeshShape(const std::string& text, const std::string& flag) {
+  std::vector<int64_t> sizes;
+  size_t start = 0;
+  while (true) {
+    const size_t x = text.find('x', start);
+    const std::string item = text.substr(start, x == std::string::npos ? std::string::npos : x - start);
+    int64_t v = 0;
+    try {
+      size_t used = 0;
+      v = std::stoll(item, &used);
+      if (used != item.size()) v = 0;
+    } catch (const std::exception&) {
+      v = 0;
+    }
+    if (v < 1) Fail("{} {}: '{}' is not a positive integer (e.g. {} 2x4)", flag, text, item, flag);
+    sizes.push_back(v);
+    if (x == std::string::npos) break;
+    start = x + 1;
+  }
+  if (sizes.size() > 2) Fail("{} {}: at most two axes (e.g. 2x4)", flag, text);
+  return sizes;
+}
+
+spmd::Mesh AutoMesh(const std::string& shape_text, int64_t devices) {
+  const std::vector<int64_t> shape =
+      shape_text.empty() ? std::vector<int64_t>{devices} : ParseMeshShape(shape_text, "--mesh-shape");
+  int64_t product = 1;
+  std::vector<int64_t> sizes;
+  std::vector<std::string> names;
+  for (int64_t s : shape) {
+    product *= s;
+    if (s > 1) {
+      sizes.push_back(s);
+      names.push_back(names.empty() ? "x" : "y");
+    }
+  }
+  if (product != devices)
+    Fail("--mesh-shape {} has {} devices but the run has {}: the sizes must multiply to the device count", shape_text,
+         product, devices);
+  if (sizes.empty()) {
+    sizes.push_back(1);
+    names.push_back("x");
+  }
+  return spmd::Mesh(sizes, names);
+}
+
 fsdp::Layout MeshLayout(const spmd::Mesh& mesh) {
   const auto& axes = mesh.axis_names();
   auto has = [&](const char* a) { return std::find(axes.begin(), axes.end(), a) != axes.end(); };

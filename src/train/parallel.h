@@ -27,6 +27,14 @@ namespace axle::train {
 // product that is not the device count. nullopt for one device and no --mesh.
 std::optional<spmd::Mesh> ParseMesh(const std::string& mesh_text, int64_t devices);
 
+// "2x4" -> {2, 4}, "8" -> {8}: a mesh shape of at most two axes (`flag` names it in errors).
+std::vector<int64_t> ParseMeshShape(const std::string& text, const std::string& flag);
+
+// The mesh of auto-sharding (`axle train --mesh auto`, `axle shard-plan`): axes x and y of
+// `shape_text` ("2x4"; empty: one axis x over all devices), axes of one device dropped. Throws
+// axle::Error naming --mesh-shape when its product is not `devices`.
+spmd::Mesh AutoMesh(const std::string& shape_text, int64_t devices);
+
 // The parameter layout of `mesh`'s axes: dim 0 over fsdp and each module's tensor-parallel plan
 // over tp, each when the mesh has that axis (axle::fsdp::shard marks the parameters with it).
 fsdp::Layout MeshLayout(const spmd::Mesh& mesh);

@@ -263,7 +263,26 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
              r, rank, fmt::join(diff, "; "));
     }
   }
-  const std::optional<spmd::Mesh> mesh = ParseMesh(o.mesh, distributed::world_devices());
+  // --mesh auto: no layouts are marked; each step's are chosen when it is compiled
+  // (spmd::auto_shard, docs/spmd.md "Auto-sharding"), and the batch is split on the host.
+  const bool auto_sharded = o.mesh == "auto";
+  if (!auto_sharded && (!o.mesh_shape.empty() || !o.memory_bound.empty()))
+    Fail("--mesh-shape and --memory-bound go with --mesh auto (the compiler's layouts)");
+  const std::optional<spmd::Mesh> mesh = auto_sharded ? std::nullopt : ParseMesh(o.mesh, distributed::world_devices());
+  struct AutoScope {
+    bool on;
+    ~AutoScope() {
+      if (on) spmd::clear_auto_shard();
+    }
+  } auto_scope{auto_sharded};
+  std::optional<spmd::Mesh> auto_mesh;
+  spmd::AutoShardingOptions auto_options;
+  if (auto_sharded) {
+    auto_mesh = AutoMesh(o.mesh_shape, distributed::world_devices());
+    if (!o.memory_bound.empty())
+      auto_options.memory_bound_bytes = flags::ParseByteSize(o.memory_bound, "--memory-bound");
+    auto_options.time_limit_s = o.auto_time_limit_s;
+  }
   if (mesh && o.batch % mesh->ir_mesh().AxesSize(BatchSpec(*mesh)[0].names) != 0)
     Fail("--batch {} does not split evenly over the mesh's batch axes ({}): use a multiple of {}", o.batch,
          mesh->ToString(), mesh->ir_mesh().AxesSize(BatchSpec(*mesh)[0].names));
@@ -382,6 +401,9 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   optim::AdamW opt({{decay, o.weight_decay}, {no_decay, 0.0}}, o.lr, {0.9, 0.999}, 1e-8,
                    o.weight_decay);
   sync();  // the initial weights and the optimizer state are device data from here on
+  // --mesh auto: from the first training step on, which lays the weights and state out as it
+  // chooses (the init above ran whole, on one device).
+  if (auto_mesh) spmd::auto_shard(*auto_mesh, auto_options);
   std::vector<Tensor> state;
   const auto& groups = opt.param_groups();
   for (size_t g = 0; g < groups.size(); ++g)
@@ -454,6 +476,9 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
          o.memory_budget, backend());
   out << fmt::format("malloc: {}\n", Allocator());
   out << data_note;
+  if (auto_mesh)
+    out << fmt::format("mesh auto {} on {} virtual CPU devices: the compiler chooses the layouts at the first step\n",
+                       auto_mesh->ToString(), auto_mesh->size());
   if (mesh)
     out << fmt::format("mesh {} on {} virtual CPU devices: {:.2f} MB of parameters and {:.2f} MB of optimizer "
                        "state per device\n",
@@ -482,7 +507,8 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
     result.steps.push_back(s);
     // SPMD counters (zero on one device): this process's devices' collectives in the last step
     // that finished, bytes summed over its devices.
-    const runtime::CollectiveStats c = mesh ? detail::LastCollectiveStats() : runtime::CollectiveStats{};
+    const runtime::CollectiveStats c =
+        mesh || auto_mesh ? detail::LastCollectiveStats() : runtime::CollectiveStats{};
     const double collective_s = c.seconds / static_cast<double>(flags::cpu_devices());
     // Several processes: every rank's step time, so that rank 0 can name the slowest.
     // The same exchange carries a stop signal that any process got (Note [Stopping on a signal]).
@@ -596,6 +622,15 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
       const Metrics m = metrics();
       out << fmt::format("startup: {:.2f} s to the first step ({} compiled, {} from the disk cache, {} passes run)\n",
                          result.startup_s, m.compiles, m.disk_hits, m.passes_run);
+      if (auto_mesh && detail::LastAutoShardReport()) {
+        const spmd::AutoShardReport& a = *detail::LastAutoShardReport();
+        out << fmt::format("auto-sharding: {} in {:.2f} s ({} nodes, {} decisions); chose the {} plan, modelled "
+                           "{:.4f} s a step, {:.2f} MB of parameters, optimizer state and batch per device\n",
+                           a.solver, a.total_s, a.nodes, a.variable_sets, a.chosen, a.evaluated_s,
+                           static_cast<double>(a.argument_bytes) / 1e6);
+      } else if (auto_mesh) {
+        out << "auto-sharding: the layouts an earlier run chose for this step (the disk cache)\n";
+      }
     }
     if (prev_loss.defined()) {
       prev.loss = prev_loss.item();

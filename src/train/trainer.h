@@ -60,6 +60,11 @@ struct TrainOptions {
   // the mesh, "fsdp=4,tp=2" over the axes dp, fsdp, tp (empty: every device on dp).
   int64_t devices = 0;
   std::string mesh;
+  // --mesh auto: the compiler chooses every layout (spmd::auto_shard) on a mesh of this shape
+  // ("2x4"; empty: one axis over all devices), its arguments per device under `memory_bound`.
+  std::string mesh_shape;
+  std::string memory_bound;
+  double auto_time_limit_s = 30;  // the ILP solver's, per compiled step
   // Checkpoints (docs/checkpoint.md, "Training checkpoints"): the directory, a save every N steps
   // (0: only the final one), how many to keep (0: all), and whether to continue from the newest
   // committed step. `stop_at` (0: --steps) ends the run after that global step, as a preemption

@@ -17,12 +17,14 @@
 #include "axle/fsdp.h"
 #include "axle/metrics.h"
 #include "axle/nn.h"
+#include "axle/spmd.h"
 #include "backends/cpu/compiled_backend.h"
 #include "core/error.h"
 #include "core/flags.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "train/data.h"
+#include "train/shard_plan.h"
 #include "train/trainer.h"
 
 namespace axle::train {
@@ -72,6 +74,35 @@ TEST_F(ParallelTrainTest, EveryMeshGivesTheSingleDeviceLosses) {
     for (size_t i = 0; i < r.steps.size(); ++i)
       EXPECT_NEAR(r.steps[i].loss, one.steps[i].loss, 1e-4 * std::abs(one.steps[i].loss)) << mesh << " step " << i;
   }
+}
+
+// --mesh auto (spmd::auto_shard): the compiler's layouts on a one-axis and a two-axis mesh give the
+// single-device losses over 10 steps within 1e-5, and the run says how it chose them.
+TEST_F(ParallelTrainTest, AutoShardedMeshesGiveTheSingleDeviceLosses) {
+  std::ostringstream log;
+  TrainOptions base = Tiny(1, "");
+  base.steps = 10;
+  const TrainResult one = Train(base, log);
+  for (const char* shape : {"", "2x4"}) {
+    TrainOptions o = Tiny(8, "auto");
+    o.steps = 10;
+    o.mesh_shape = shape;
+    o.auto_time_limit_s = 2;
+    std::ostringstream out;
+    const TrainResult r = Train(o, out);
+    EXPECT_THAT(out.str(), HasSubstr("mesh auto"));
+    EXPECT_THAT(out.str(), HasSubstr("auto-sharding: "));
+    EXPECT_EQ(spmd::get_auto_shard_mesh(), nullptr);  // the run ends auto-sharding
+    ASSERT_EQ(r.steps.size(), one.steps.size()) << shape;
+    for (size_t i = 0; i < r.steps.size(); ++i)
+      EXPECT_NEAR(r.steps[i].loss, one.steps[i].loss, 1e-5 * std::abs(one.steps[i].loss)) << shape << " step " << i;
+  }
+  TrainOptions bad = Tiny(8, "auto");
+  bad.mesh_shape = "3x3";
+  EXPECT_THAT(ErrorOf([&] { Train(bad, log); }), HasSubstr("--mesh-shape 3x3 has 9 devices but the run has 8"));
+  bad = Tiny(8, "fsdp=8");
+  bad.mesh_shape = "2x4";
+  EXPECT_THAT(ErrorOf([&] { Train(bad, log); }), HasSubstr("go with --mesh auto"));
 }
 
 // --remat (Note [Recomputed regions]): each decoder block recomputed in the backward gives the
@@ -335,6 +366,36 @@ TEST_F(ParallelTrainTest, LlamaTrainsTheSameWithTensorParallelismAndFsdp) {
     for (size_t i = 0; i < r.steps.size(); ++i)
       EXPECT_NEAR(r.steps[i].loss, one.steps[i].loss, 1e-5 * std::abs(one.steps[i].loss)) << mesh << " step " << i;
   }
+}
+
+// axle shard-plan: every standard plan and the auto plan priced without running, for meshes of 8
+// and 256 devices; under the fixed default cost model the auto plan is within 5% of the best
+// manual plan (or better).
+TEST(ShardPlanTest, TheAutoPlanIsWithinFivePercentOfTheBestManualPlan) {
+  for (const char* shape : {"8", "2x4", "16x16"}) {
+    ShardPlanOptions o;
+    o.config = "tiny";
+    o.batch = std::string(shape).size() > 3 ? 256 : 8;
+    o.seq = 32;
+    o.mesh_shape = shape;
+    o.calibrate = false;
+    o.time_limit_s = 2;
+    const ShardPlanReport r = PlanShardings(o);
+    ASSERT_GE(r.plans.size(), 4u) << shape;
+    const PlanResult& autop = r.plans.back();
+    ASSERT_EQ(autop.name, "auto");
+    ASSERT_TRUE(autop.solver.has_value());
+    double best = 1e30;
+    for (const PlanResult& p : r.plans)
+      if (!p.solver) best = std::min(best, p.cost.step_s());
+    EXPECT_LE(autop.cost.step_s(), 1.05 * best) << shape << "\n" << r.text;
+    EXPECT_LT(autop.solver->solve_s, 10) << shape;  // the 2 s limit (and a grace), and the greedy
+    EXPECT_THAT(r.text, HasSubstr("auto plan: ")) << shape;
+    EXPECT_FALSE(autop.parameter_shardings.empty());
+  }
+  ShardPlanOptions bad;
+  bad.mesh_shape = "2x0";
+  EXPECT_THAT(ErrorOf([&] { PlanShardings(bad); }), HasSubstr("--mesh-shape 2x0: '0' is not a positive integer"));
 }
 
 TEST_F(ParallelTrainTest, BadMeshesAreClearErrors) {
