@@ -179,7 +179,7 @@ class Program {
   void BuildGroups();
   void BuildCosts();
   // Records that user set `v`, under option b, needs operand value `x` laid out `need[b]`.
-  void AddEdge(const ir::Value* x, int v, const std::vector<std::optional<Sharding>>& need);
+  void AddDemand(const ir::Value* x, int v, const std::vector<std::optional<Sharding>>& need);
   void BuildReshards();
   double ReshardCost(const Reshard& r, const std::vector<int>& choice) const;
   double ComputeSeconds(const ir::Node& n, const Sharding& result) const;
@@ -352,7 +352,7 @@ double Program::ComputeSeconds(const ir::Node& n, const Sharding& result) const 
   return bytes / shards / model_.memory_bytes_per_s;
 }
 
-void Program::AddEdge(const ir::Value* x, int v, const std::vector<std::optional<Sharding>>& need) {
+void Program::AddDemand(const ir::Value* x, int v, const std::vector<std::optional<Sharding>>& need) {
   demands_[ValueId(x)].emplace_back(v, need);
 }
 
@@ -433,7 +433,7 @@ void Program::BuildCosts() {
             rs.cost[b] += 1e3;  // not a choice
       }
       for (ir::Value* o : n->operands())
-        AddEdge(o, v, std::vector<std::optional<Sharding>>(s.options.size(), Replicated(o->type().rank())));
+        AddDemand(o, v, std::vector<std::optional<Sharding>>(s.options.size(), Replicated(o->type().rank())));
       continue;
     }
     if (n->op() == ir::OpKind::kOptimizationBarrier) continue;  // its results follow its operands
@@ -525,7 +525,7 @@ void Program::BuildCosts() {
     for (size_t i = 0; i < n->num_operands(); ++i) {
       // A follower's main operand is the same variable: AddEdge pays only the diagonal, zero.
       if (follower && SetIndex(n->operand(i)) == v && n->operand(i)->shape() == n->result()->shape()) continue;
-      AddEdge(n->operand(i), v, need[i]);
+      AddDemand(n->operand(i), v, need[i]);
     }
   }
 }

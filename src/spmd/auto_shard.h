@@ -2,7 +2,7 @@
 // "Auto-sharding"; XLA's auto-sharding pass and Alpa's intra-operator pass, Zheng et al. 2022).
 //
 //   module.set_mesh(ir::Mesh({"x", "y"}, {2, 4}));
-//   spmd::AutoShardReport r = spmd::AutoShard(module, cost_model, {.memory_bound_bytes = 2e9});
+//   spmd::AutoShardReport r = spmd::AutoShard(module, cost_model, {.memory_bound_bytes = int64_t{2} << 30});
 //   spmd::PropagateShardings(module);  // checks; fills partial-sum axes
 //   auto local = spmd::Partition(module);
 //
@@ -12,19 +12,23 @@
 // sum is then completed: an all-reduce, or a reduce-scatter into a result split over that axis).
 // The operands a strategy needs come from the op's sharding rule (sharding_rules.h, backward).
 // Costs (cost_model.h): a strategy's compute (flops or bytes over its shards) and its
-// collective; each edge pays the resharding from the producer's sharding to what the user needs
-// (all-gather, all-to-all; slicing is free). The integer program picks one strategy per node at
-// least total cost, with the parameters' and optimizer state's bytes per device under the memory
-// bound, and the user's annotations fixed.
+// collective; each value pays, once per layout its users need, the all-gather or all-to-all that
+// makes it (slicing is free), as the partitioner reshards a value once for all such users. The
+// integer program picks one strategy per node at least total cost, with the parameters' and
+// optimizer state's bytes per device under the memory bound, and the user's annotations fixed.
 //
 // To keep it small: an elementwise node shares its largest operand's variable (it follows it);
 // values whose neighbourhoods are the same to depth 3 (the same op of each layer of a model) share
 // one variable, so twelve identical layers are decided once; an updated parameter shares its
 // parameter's variable (`tied`), so the state keeps its layout from step to step.
 //
-// The solver is CBC (coinor-libcbc, loaded at run time) under a time limit; where the library is
-// missing, fails or finds nothing in time, a greedy pass in program order followed by sweeps of
-// local improvement decides instead, and the report says which.
+// The solver is CBC (coinor-libcbc3, loaded at run time), in a child process killed at the time
+// limit, started from the best of the other candidates. The program is an approximation of what
+// the partitioner does (it completes partial sums at once, and tied values share a layout), so
+// its answer is one candidate: with a greedy pass and two plans derived from the program's
+// structure (data parallel, fully sharded; each also as propagation leaves it), every candidate is
+// propagated, partitioned and priced (plan_cost.h), and the cheapest within the bound is applied.
+// The report names it and each candidate's price.
 #pragma once
 
 #include <cstdint>

@@ -146,9 +146,11 @@ TEST(AutoShard, ALargeBatchOfSmallWeightsIsSplitByRows) {
   EXPECT_GT(r.variable_sets, 0);
   // The activations are split by rows (the batch itself may stay whole: each device slices its
   // rows for free).
-  for (const auto& n : m->entry()->nodes())
-    if (n->op() == ir::OpKind::kDotGeneral && n->result()->shape().dim(0) == kRows)
+  for (const auto& n : m->entry()->nodes()) {
+    if (n->op() == ir::OpKind::kDotGeneral && n->result()->shape().dim(0) == kRows) {
       EXPECT_EQ(n->result()->sharding()->dims[0], std::vector<std::string>{"x"}) << r.solver;
+    }
+  }
   spmd::PropagateShardings(*m);
   std::unique_ptr<ir::Module> part = spmd::Partition(*m);
   const spmd::PlanCost c = spmd::EvaluatePartitioned(*part, CostModel::Default());
