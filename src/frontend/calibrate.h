@@ -27,7 +27,7 @@
 namespace axle::detail {
 
 // The calibrated model for a mesh of `mesh_shape` (from the disk cache when this build measured it
-// before; AXLE_CACHE=0 measures every time). Takes 5-15 seconds on 2 cores.
+// before; AXLE_CACHE=0 measures every time). Takes seconds: about 60 small programs run.
 spmd::CostModel CalibratedCostModel(const std::vector<int64_t>& mesh_shape, int64_t devices_sharing_cores);
 
 }  // namespace axle::detail

@@ -50,11 +50,7 @@ TracedStep TakeTrace() {
   if (values.empty()) Fail("TakeTrace: nothing is pending in the current trace");
   // The nodes the results reach, in trace order (ids follow positions).
   const auto& nodes = t.fn->nodes();
-  std::vector<char> needed(static_cast<size_t>(t.fn->id_bound()), 0);
-  for (ir::Value* v : values) needed[static_cast<size_t>(v->node()->id())] = 1;
-  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
-    if (needed[static_cast<size_t>((*it)->id())])
-      for (ir::Value* v : (*it)->operands()) needed[static_cast<size_t>(v->node()->id())] = 1;
+  const std::vector<char> needed = NodesReaching(*t.fn, values);
 
   TracedStep step;
   step.results = std::move(takers);

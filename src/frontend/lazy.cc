@@ -307,6 +307,16 @@ Trace& CurrentTrace() { return *TracePtr(); }
 
 void DropTrace() { TracePtr() = std::make_unique<Trace>(); }
 
+std::vector<char> NodesReaching(const ir::Function& fn, const std::vector<ir::Value*>& results) {
+  std::vector<char> needed(static_cast<size_t>(fn.id_bound()), 0);
+  for (ir::Value* r : results) needed[static_cast<size_t>(r->node()->id())] = 1;
+  const auto& nodes = fn.nodes();
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
+    if (needed[static_cast<size_t>((*it)->id())])
+      for (ir::Value* v : (*it)->operands()) needed[static_cast<size_t>(v->node()->id())] = 1;
+  return needed;
+}
+
 std::string CurrentScope() {
   std::string s;
   for (const auto& p : g_scopes) s += (s.empty() ? "" : ".") + p;
@@ -513,11 +523,7 @@ void SyncImpl(detail::StepRecord* record) {
   // first use; its trace key (Note [Trace keys]).
   // Dense by node id (the trace's nodes are in creation order, so ids follow positions).
   const auto& nodes = t.fn->nodes();
-  std::vector<char> needed(static_cast<size_t>(t.fn->id_bound()), 0);
-  for (ir::Value* r : results) needed[static_cast<size_t>(r->node()->id())] = 1;
-  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
-    if (needed[static_cast<size_t>((*it)->id())])
-      for (ir::Value* v : (*it)->operands()) needed[static_cast<size_t>(v->node()->id())] = 1;
+  const std::vector<char> needed = detail::NodesReaching(*t.fn, results);
   std::vector<const ir::Node*> cut;
   std::vector<ir::Attrs> parameter_attrs;  // the cut's parameters, renumbered
   std::vector<std::shared_ptr<AsyncBuffer>> args;

@@ -158,6 +158,9 @@ struct Trace {
 };
 
 Trace& CurrentTrace();
+// Which nodes of trace function `fn` (nodes in creation order, so ids follow positions) the
+// `results` reach, indexed by node id: the part of the trace sync() cuts.
+std::vector<char> NodesReaching(const ir::Function& fn, const std::vector<ir::Value*>& results);
 // Starts a new trace without running the current one: its pending tensors keep values of a trace
 // that is gone (TakeTrace, inspect.h, turns them into placeholders first).
 void DropTrace();

@@ -67,8 +67,9 @@ double CostModel::CollectiveSeconds(Collective kind, int64_t group_size, int64_t
 }
 
 CostModel CostModel::Default() {
-  // Measured once on 8 virtual devices of a 2-vCPU Zen 4 (frontend/calibrate.h) and rounded:
-  // what a plan is priced with when no calibration is at hand (AXLE_CACHE=0 and no --calibrate).
+  // Round figures, not a machine's: what a plan is priced with when nothing is measured
+  // (`axle shard-plan --no-calibrate`, and the tests, which must not depend on the host). Their
+  // ratios (a message costs what 40 KB of bandwidth does) decide between plans.
   CostModel m;
   m.source = "default (not measured)";
   m.product_flops_per_s = 25e9;

@@ -56,8 +56,8 @@ struct CostModel {
   // 0 for a group of one. Without a fit for the kind: alpha 20 us, beta 1 / (1 GB/s).
   double CollectiveSeconds(Collective kind, int64_t group_size, int64_t bytes) const;
 
-  // Fixed figures (in the range of 2-vCPU virtual devices): what a plan is priced with when
-  // nothing was measured; their ratios, not their values, decide between plans.
+  // Fixed round figures, no machine's: what a plan is priced with when nothing was measured;
+  // their ratios, not their values, decide between plans.
   static CostModel Default();
 
   nlohmann::json ToJson() const;

@@ -17,6 +17,7 @@
 #include "ir/verifier.h"
 #include "spmd/auto_shard.h"
 #include "spmd/cost_model.h"
+#include "spmd/mip.h"
 #include "spmd/partitioner.h"
 #include "spmd/plan_cost.h"
 #include "spmd/propagation.h"
@@ -61,6 +62,29 @@ TEST(CostModel, JsonRoundTripsAndRejectsDamage) {
   j = m.ToJson();
   j["fits"][0]["group_size"] = 1.5;
   EXPECT_NE(testing::ErrorOf([&] { CostModel::FromJson(j); }).find("group_size"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The MIP solver (CBC in a child process).
+
+TEST(Mip, PicksTheCheaperOfTwoAndReportsOptimality) {
+  spmd::Mip p;
+  const int x = p.AddColumn(3, 0, 1, true), y = p.AddColumn(2, 0, 1, true);
+  const int one = p.AddRow(1, 1);
+  p.Add(one, x, 1);
+  p.Add(one, y, 1);
+  const spmd::MipOutcome o = spmd::SolveMip(p, {{x, 1}}, 10);
+  if (o.status.find("not installed") != std::string::npos) GTEST_SKIP() << o.status;
+  ASSERT_TRUE(o.x.has_value()) << o.status;
+  EXPECT_TRUE(o.optimal);
+  EXPECT_EQ((*o.x)[static_cast<size_t>(y)], 1);
+  EXPECT_EQ((*o.x)[static_cast<size_t>(x)], 0);
+  // Infeasible (x + y = 1 and x + y = 2): no solution, said so.
+  p.Add(p.AddRow(2, 2), x, 1);
+  p.Add(p.rows() - 1, y, 1);
+  const spmd::MipOutcome none = spmd::SolveMip(p, {}, 10);
+  EXPECT_FALSE(none.x.has_value());
+  EXPECT_EQ(none.status, "CBC found no solution");
 }
 
 // ---------------------------------------------------------------------------------------------
