@@ -17,6 +17,7 @@
 #include "ir/verifier.h"
 #include "passes/pass.h"
 #include "spmd/partitioner_internal.h"
+#include "spmd/sharding_rules.h"
 #include "spmd/shard_util.h"
 
 namespace axle::spmd {
@@ -231,8 +232,13 @@ void Partitioner::Elementwise(const Node& n) {
       case OpKind::kNeg: keep.assign(n.num_operands(), true); break;
       // Linear only when exact: a widening float convert (a narrowing one rounds each partial).
       case OpKind::kConvert: keep[0] = ExactFloatWidening(n.operand(0)->dtype(), r->dtype()); break;
-      case OpKind::kDiv: keep[0] = true; break;
-      case OpKind::kMul: keep[Ann(n.operand(1)).partial == ann.partial ? 1 : 0] = true; break;
+      // Note [Partial sums through products]: by a factor known finite, a divisor known nonzero.
+      case OpKind::kDiv: keep[0] = IsFloat(r->dtype()) && CarriesPartialSums(*n.operand(1), true); break;
+      case OpKind::kMul: {
+        const int p = Ann(n.operand(1)).partial == ann.partial ? 1 : 0;
+        keep[p] = CarriesPartialSums(*n.operand(1 - p), false);
+        break;
+      }
       default: break;
     }
   }
@@ -399,8 +405,9 @@ void Partitioner::DotGeneral(const Node& n) {
   };
   const std::vector<std::string>& lp = Ann(lhs).partial;
   const std::vector<std::string>& rp = Ann(rhs).partial;
-  if (!lp.empty() && rp.empty() && !uses(lw, lp) && !uses(rw, lp)) lw.partial = lp;
-  if (lp.empty() && !rp.empty() && !uses(lw, rp) && !uses(rw, rp)) rw.partial = rp;
+  // Note [Partial sums through products]: only by a factor known finite.
+  if (!lp.empty() && rp.empty() && !uses(lw, lp) && !uses(rw, lp) && CarriesPartialSums(*rhs, false)) lw.partial = lp;
+  if (lp.empty() && !rp.empty() && !uses(lw, rp) && !uses(rw, rp) && CarriesPartialSums(*lhs, false)) rw.partial = rp;
   // Padding along a split contracting dim must add nothing: zero it on both sides.
   Value* l = lb_.MaskPadding(Get(lhs, lw), lhs->type(), lw, a.lhs_contracting, 0);
   Value* rr = lb_.MaskPadding(Get(rhs, rw), rhs->type(), rw, a.rhs_contracting, 0);

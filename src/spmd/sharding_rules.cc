@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <utility>
 
 #include "core/dtype.h"
@@ -91,11 +92,12 @@ Axes ElementwisePartial(const Node& n, Operands ops) {
       return IsFloat(n.operand(0)->dtype()) && IsFloat(n.result()->dtype()) ? p0 : Axes{};
     case OpKind::kAdd:
     case OpKind::kSub: return p0 == p1 ? p0 : Axes{};
-    case OpKind::kMul:  // linear in each side: one partial operand
-      if (!p0.empty() && p1.empty()) return p0;
-      if (p0.empty() && !p1.empty()) return p1;
+    case OpKind::kMul:  // linear in each side: one partial operand (Note [Partial sums through products])
+      if (!p0.empty() && p1.empty() && CarriesPartialSums(*n.operand(1), false)) return p0;
+      if (p0.empty() && !p1.empty() && CarriesPartialSums(*n.operand(0), false)) return p1;
       return {};
-    case OpKind::kDiv: return p1.empty() ? p0 : Axes{};  // linear in the numerator
+    case OpKind::kDiv:  // linear in a float numerator
+      return p1.empty() && IsFloat(n.result()->dtype()) && CarriesPartialSums(*n.operand(1), true) ? p0 : Axes{};
     default: return {};
   }
 }
@@ -398,10 +400,12 @@ Axes DotPartial(const Node& n, Operands ops) {
     // Both sides must be split alike; when they disagree, the larger operand keeps its layout.
     partial = AppendNew(partial, l.empty() ? r : r.empty() ? l : lhs_larger ? l : r);
   }
-  // Linear in each side: one partial operand (not both) leaves its partial axes pending too.
+  // Linear in each side: one partial operand (not both) leaves its partial axes pending too, by a
+  // factor known finite (Note [Partial sums through products]).
   const Axes& pl = PartialOf(ops, 0);
   const Axes& pr = PartialOf(ops, 1);
-  if (pl.empty() != pr.empty()) partial = AppendNew(partial, pl.empty() ? pr : pl);
+  if (!pl.empty() && pr.empty() && CarriesPartialSums(*n.operand(1), false)) partial = AppendNew(partial, pl);
+  if (pl.empty() && !pr.empty() && CarriesPartialSums(*n.operand(0), false)) partial = AppendNew(partial, pr);
   return partial;
 }
 
@@ -497,6 +501,48 @@ const ShardingRule* GetShardingRule(ir::OpKind op) {
   if (r.forward == nullptr && r.replicated_reason.empty()) return nullptr;
   return &r;
 }
+
+namespace {
+bool Carries(const ir::Value& factor, bool divisor, int depth) {
+  const DType t = factor.dtype();
+  if (!divisor && (IsInteger(t) || IsBool(t))) return true;  // integer products wrap exactly
+  if (depth > 64) return false;
+  const Node& n = *factor.node();
+  switch (n.op()) {
+    case OpKind::kConstant: {
+      const ir::Literal& v = n.attrs_as<ir::ConstantAttrs>().value;
+      for (int64_t i = 0; i < v.NumElements(); ++i) {
+        const double x = v.GetDouble(i);
+        if (divisor ? x == 0 : std::isinf(x)) return false;  // NaN gives NaN either way
+      }
+      return true;
+    }
+    case OpKind::kIota:  // 0, 1, 2, ...: no divisor; finite unless an f16 counts past 65504
+      return !divisor && (t != DType::kF16 || factor.shape().dim(n.attrs_as<ir::IotaAttrs>().dim) <= 65505);
+    case OpKind::kConvert: {
+      const DType from = n.operand(0)->dtype();
+      if (IsFloat(from)) {
+        const bool exact = from == t || ((from == DType::kBF16 || from == DType::kF16) && DTypeSize(t) >= 4) ||
+                           (from == DType::kF32 && t == DType::kF64);
+        return exact && Carries(*n.operand(0), divisor, depth + 1);
+      }
+      if (divisor) return Carries(*n.operand(0), true, depth + 1);
+      return t != DType::kF16 || DTypeSize(from) == 1;  // an integer in range: finite
+    }
+    case OpKind::kBroadcastInDim:
+    case OpKind::kReshape:
+    case OpKind::kTranspose:
+    case OpKind::kSlice:
+    case OpKind::kReverse: return Carries(*n.operand(0), divisor, depth + 1);
+    case OpKind::kConcatenate:
+      return std::all_of(n.operands().begin(), n.operands().end(),
+                         [&](const ir::Value* o) { return Carries(*o, divisor, depth + 1); });
+    default: return false;
+  }
+}
+}  // namespace
+
+bool CarriesPartialSums(const ir::Value& factor, bool divisor) { return Carries(factor, divisor, 0); }
 
 Sharding Replicated(int64_t rank) {
   Sharding s;

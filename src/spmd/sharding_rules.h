@@ -10,8 +10,9 @@
 // axes are produced only by forward rules: where an op contracts a sharded dimension (sum reduce,
 // dot_general), and carried through the ops linear in their partial operands that the partitioner
 // computes on partial sums: neg, float-to-float convert, add/sub of equally partial operands, mul
-// with one partial operand, div with a partial numerator, sum reductions, dot_general with one
-// partial operand. Every other op on a partial operand gets the completed sum (the partitioner
+// with one partial operand by a factor known finite, float div of a partial numerator by a divisor
+// known nonzero, sum reductions, dot_general with one partial operand by one known finite
+// (CarriesPartialSums below). Every other op on a partial operand gets the completed sum (the partitioner
 // all-reduces first), so its result is not partial.
 //
 // An op whose results are always replicated has no rules and a `replicated_reason` instead
@@ -56,6 +57,21 @@ struct ShardingRule {
 
 // The table entry of `op`, or nullptr when the table lacks one (a test walks AllOps() for that).
 const ShardingRule* GetShardingRule(ir::OpKind op);
+
+// Note [Partial sums through products]
+// A pending partial sum x = x_0 + ... + x_{n-1} (one term per device) may be carried through a
+// product by a whole value c only where (x_0 c) + ... + (x_{n-1} c) is x c for every value the
+// program can meet. For finite c it is (up to the order of the sums); for c = inf it is not: x = 1
+// split as 2 + (-1) gives inf + (-inf) = NaN where one device gives inf; so is x / 0. So the rules
+// carry a partial sum through mul and dot_general only by a factor known finite, and through a
+// float div only by a divisor known nonzero; otherwise the partitioner completes the sum first.
+// Known: integer factors (their products wrap exactly; integer division is not linear and never
+// carries), constants whose elements all qualify, float iotas short of the dtype's range, converts
+// from integers, exact float widenings, and movements (broadcast, reshape, transpose, slice,
+// reverse, concatenate) of known values. Computed values and parameters are not known.
+//
+// Whether `factor` is known finite (`divisor` false) or known nonzero (`divisor` true), as above.
+bool CarriesPartialSums(const ir::Value& factor, bool divisor);
 
 // A replicated sharding of `rank` dimensions.
 ir::Sharding Replicated(int64_t rank);

@@ -183,6 +183,36 @@ TEST(PartitionText, PartialResultIsKeptUntilAConsumerNeedsItWhole) {
 )");
 }
 
+// Note [Partial sums through products]: a row split as 2 + (-1) on two devices, times a
+// parameter holding inf, divided by one holding 0, or multiplied into a matrix holding inf, gives
+// inf as on one device (a partial sum carried through would give inf + (-inf) = NaN), even where
+// the annotations ask for the products to be left partial.
+TEST(PartitionDiff, PartialSumsMeetingInfinityOrZeroAreCompletedFirst) {
+  std::unique_ptr<Module> m = ir::ParseModule(R"(module @m {mesh_axes=[x], mesh_shape=[2]} {
+  func @main {
+    %a = parameter() {index=0} : f32[2,2]{[], [x]}
+    %c = parameter() {index=1} : f32[2]
+    %w = parameter() {index=2} : f32[2,2]
+    %s = reduce(%a) {kind=sum, dims=[1]} : f32[2]{[], partial=[x]}
+    %m = mul(%s, %c) : f32[2]{[], partial=[x]}
+    %d = div(%s, %c) : f32[2]{[], partial=[x]}
+    %p = dot_general(%s, %w) {lhs_contracting=[], rhs_contracting=[]} : f32[2,2,2]{[], [], [], partial=[x]}
+    %q = mul(%s, %s) : f32[2]
+    return %m, %d, %p, %q
+  }
+})");
+  std::unique_ptr<Module> part = spmd::Partition(*m);
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<Literal> args = {Literal::FromVector<float>(DType::kF32, Shape{2, 2}, {2, -1, -3, 1}),
+                               Literal::FromVector<float>(DType::kF32, Shape{2}, {inf, 0}),
+                               Literal::FromVector<float>(DType::kF32, Shape{2, 2}, {inf, 1, -inf, 0})};
+  std::vector<Literal> want = ir::Evaluate(*m->entry(), args);
+  EXPECT_EQ(want[0].GetDouble(0), inf);   // (2 - 1) * inf
+  EXPECT_EQ(want[1].GetDouble(1), -inf);  // (-3 + 1) / 0
+  spmd_test::CheckPartitioned(*m, *part, args, /*exact=*/false, /*signed_zeros_free=*/false, /*pipeline=*/false);
+  spmd_test::CheckPartitioned(*m, *part, args, /*exact=*/false, /*signed_zeros_free=*/false, /*pipeline=*/true);
+}
+
 TEST(PartitionText, ReplicatedToShardedIsALocalDynamicSlice) {
   ExpectChecks(R"(module @m {mesh_axes=[x, y], mesh_shape=[2,4]} {
   func @main {
