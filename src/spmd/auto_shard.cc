@@ -241,11 +241,13 @@ std::vector<int> Program::ChoiceOf(const ir::Module& plan, int* disagree, int* m
 }
 
 std::vector<std::pair<std::string, std::unique_ptr<ir::Module>>> Program::Seeds() const {
-  // The state (parameters the step updates: `tied`) replicated, or split on its first dim that
-  // all the mesh's devices divide; the data (other parameters of rank >= 1) split on dim 0 over
-  // all of them: data parallel and ZeRO-3 / FSDP, as a user would write them without knowing the
+  // The data (parameters of rank >= 1 the step does not update) split on dim 0 over all the
+  // mesh's devices; the state (parameters the step updates: `tied`) split on its first dim that
+  // the devices of a subset S of the axes divide, replicated over the others: S empty is data
+  // parallel, S every axis ZeRO-3 / FSDP, S in between hybrid sharding (HSDP: FSDP within a group
+  // of devices, data parallel across groups), as a user would write them without knowing the
   // model. Propagation fills in the rest.
-  std::vector<std::string> axes = SplitAxes(mesh_);
+  const std::vector<std::string> axes = SplitAxes(mesh_);
   const int64_t devices = mesh_.AxesSize(axes);
   std::vector<bool> state;
   for (const auto& [result, parameter] : options_.tied) {
@@ -253,7 +255,19 @@ std::vector<std::pair<std::string, std::unique_ptr<ir::Module>>> Program::Seeds(
     state[static_cast<size_t>(parameter)] = true;
   }
   std::vector<std::pair<std::string, std::unique_ptr<ir::Module>>> out;
-  for (const char* name : {"data parallel", "fully sharded"}) {
+  const uint32_t subsets = axes.size() > 4 ? 0u : 1u << axes.size();  // more axes: the two ends only
+  for (uint32_t mask = 0; mask < std::max<uint32_t>(subsets, 2); ++mask) {
+    std::vector<std::string> over;  // S
+    if (subsets == 0) {
+      if (mask == 1) over = axes;
+    } else {
+      for (size_t a = 0; a < axes.size(); ++a)
+        if (mask & (1u << a)) over.push_back(axes[a]);
+    }
+    const std::string name = over.empty()          ? "data parallel"
+                             : over == axes        ? "fully sharded"
+                                                   : fmt::format("fully sharded over {}", fmt::join(over, ","));
+    const int64_t state_devices = mesh_.AxesSize(over);
     std::unique_ptr<ir::Module> m = module_.Clone();
     for (ir::Node* p : m->entry()->Parameters()) {
       ir::Value* v = p->result();
@@ -261,13 +275,14 @@ std::vector<std::pair<std::string, std::unique_ptr<ir::Module>>> Program::Seeds(
       const int64_t index = p->attrs_as<ir::ParameterAttrs>().index;
       const bool is_state = index < static_cast<int64_t>(state.size()) && state[static_cast<size_t>(index)];
       Sharding sh = Replicated(v->type().rank());
-      for (int64_t d = 0; d < v->type().rank(); ++d) {
-        if (is_state && std::string_view(name) == "data parallel") break;
-        if (v->shape().dim(d) % devices == 0) {
-          sh.dims[static_cast<size_t>(d)] = axes;
-          break;
-        }
-        if (!is_state) break;  // the data: dim 0 or nothing
+      if (!is_state) {
+        if (v->shape().dim(0) % devices == 0) sh.dims[0] = axes;  // the data: dim 0 or nothing
+      } else if (!over.empty()) {
+        for (int64_t d = 0; d < v->type().rank(); ++d)
+          if (v->shape().dim(d) % state_devices == 0) {
+            sh.dims[static_cast<size_t>(d)] = over;
+            break;
+          }
       }
       v->set_sharding(sh);
     }

@@ -25,9 +25,11 @@
 // The solver is CBC (coinor-libcbc3, loaded at run time), in a child process killed at the time
 // limit, started from the best of the other candidates. The program is an approximation of what
 // the partitioner does (it completes partial sums at once, and tied values share a layout), so
-// its answer is one candidate: with a greedy pass and two plans derived from the program's
-// structure (data parallel, fully sharded; each also as propagation leaves it), every candidate is
-// propagated, partitioned and priced (plan_cost.h), and the cheapest within the bound is applied.
+// its answer is one candidate: with a greedy pass and plans derived from the program's structure
+// (data parallel, fully sharded, and on a mesh of several axes the state sharded over some of
+// them with the data over all: hybrid sharding; each also as propagation leaves it), every
+// candidate is propagated, partitioned and priced (plan_cost.h), and the cheapest within the
+// bound is applied.
 // The report names it and each candidate's price.
 #pragma once
 
