@@ -580,7 +580,11 @@ void SyncImpl(detail::StepRecord* record) {
   std::string compiler = flags::memory_budget() > 0
                              ? fmt::format("{} (memory budget {})", detail::g_backend, flags::memory_budget())
                              : detail::g_backend;
-  if (auto_sharded) compiler += " (auto-sharded)";
+  if (auto_sharded) {  // the options choose other layouts: another executable
+    const spmd::AutoShardingOptions& ao = *spmd::get_auto_shard_options();
+    compiler += fmt::format(" (auto-sharded, bound {} bytes, {} s limit, {})", ao.memory_bound_bytes, ao.time_limit_s,
+                            ao.use_ilp ? "ilp" : "greedy");
+  }
   auto it = cache.entries.end();
   if (auto k = cache.trace_keys.find(trace_key); k != cache.trace_keys.end())
     it = cache.entries.find(std::make_pair(compiler, k->second));

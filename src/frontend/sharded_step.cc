@@ -221,7 +221,17 @@ std::unique_ptr<ir::Module> AutoShardStep(const ir::Module& global, const std::v
       local = ir::ParseModule(*kept, "the auto-sharding cache");
       ir::Verify(*local);
       kept_plan = true;
-      LastAutoShardReport().reset();  // nothing was solved
+      // Nothing was solved: the report says so (no `chosen`) and what the layouts hold per device.
+      spmd::AutoShardReport r;
+      r.solver = "kept in the disk cache";
+      r.nodes = static_cast<int64_t>(local->entry()->nodes().size());
+      for (const ir::Node* p : local->entry()->Parameters()) {
+        const ir::Value* v = p->result();
+        const ir::Sharding s = spmd::NormalizeSharding(v->sharding(), v->type().rank(), *local->mesh());
+        r.argument_bytes += spmd::LocalShape(v->shape(), s, *local->mesh()).NumElements() * DTypeSize(v->dtype());
+      }
+      r.memory_bound_met = ao.memory_bound_bytes <= 0 || r.argument_bytes <= ao.memory_bound_bytes;
+      LastAutoShardReport() = r;
     } catch (const Error&) {
       local.reset();  // not a module of ours: solve again
     }

@@ -34,7 +34,8 @@ runtime::BufferPtr AssembleShards(const ShardedData& data);
 std::shared_ptr<ShardedData> SplitIntoShards(const runtime::BufferPtr& global, const ir::Sharding& sharding,
                                              const ir::Mesh& mesh);
 
-// The report of the last step spmd::auto_shard compiled (what `axle train --mesh auto` prints).
+// The report of the last step spmd::auto_shard compiled (what `axle train --mesh auto` prints); for
+// layouts kept in the disk cache, one without `chosen` that gives their argument bytes per device.
 std::optional<spmd::AutoShardReport>& LastAutoShardReport();
 
 // The executable of a partitioned step.

@@ -403,7 +403,10 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
   sync();  // the initial weights and the optimizer state are device data from here on
   // --mesh auto: from the first training step on, which lays the weights and state out as it
   // chooses (the init above ran whole, on one device).
-  if (auto_mesh) spmd::auto_shard(*auto_mesh, auto_options);
+  if (auto_mesh) {
+    spmd::auto_shard(*auto_mesh, auto_options);
+    detail::LastAutoShardReport().reset();  // an earlier run's in this process is not this one's
+  }
   std::vector<Tensor> state;
   const auto& groups = opt.param_groups();
   for (size_t g = 0; g < groups.size(); ++g)
@@ -624,12 +627,16 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
                          result.startup_s, m.compiles, m.disk_hits, m.passes_run);
       if (auto_mesh && detail::LastAutoShardReport()) {
         const spmd::AutoShardReport& a = *detail::LastAutoShardReport();
-        out << fmt::format("auto-sharding: {} in {:.2f} s ({} nodes, {} decisions); chose the {} plan, modelled "
-                           "{:.4f} s a step, {:.2f} MB of parameters, optimizer state and batch per device\n",
-                           a.solver, a.total_s, a.nodes, a.variable_sets, a.chosen, a.evaluated_s,
-                           static_cast<double>(a.argument_bytes) / 1e6);
+        const double mb = static_cast<double>(a.argument_bytes) / 1e6;
+        if (a.chosen.empty())
+          out << fmt::format("auto-sharding: the layouts an earlier run chose for this step (the disk cache), "
+                             "{:.2f} MB of parameters, optimizer state and batch per device\n", mb);
+        else
+          out << fmt::format("auto-sharding: {} in {:.2f} s ({} nodes, {} decisions); chose the {} plan, modelled "
+                             "{:.4f} s a step, {:.2f} MB of parameters, optimizer state and batch per device\n",
+                             a.solver, a.total_s, a.nodes, a.variable_sets, a.chosen, a.evaluated_s, mb);
       } else if (auto_mesh) {
-        out << "auto-sharding: the layouts an earlier run chose for this step (the disk cache)\n";
+        out << "auto-sharding: the layouts an earlier run in this process chose (its compiled step)\n";
       }
     }
     if (prev_loss.defined()) {

@@ -76,22 +76,31 @@ TEST_F(ParallelTrainTest, EveryMeshGivesTheSingleDeviceLosses) {
   }
 }
 
-// --mesh auto (spmd::auto_shard): the compiler's layouts on a one-axis and a two-axis mesh give the
-// single-device losses over 10 steps within 1e-5, and the run says how it chose them.
+// --mesh auto (spmd::auto_shard): the compiler's layouts on a one-axis and a two-axis mesh, and
+// under a memory bound data parallel cannot meet, give the single-device losses over 10 steps
+// within 1e-5, and the run says how it chose them and what they hold per device.
 TEST_F(ParallelTrainTest, AutoShardedMeshesGiveTheSingleDeviceLosses) {
   std::ostringstream log;
   TrainOptions base = Tiny(1, "");
   base.steps = 10;
   const TrainResult one = Train(base, log);
-  for (const char* shape : {"", "2x4"}) {
+  // The third: a bound of 400 KB per device, which data parallel (the 0.12M parameters and both
+  // AdamW moments whole: 1.5 MB a device) cannot meet.
+  for (auto [shape, bound] : {std::pair{"", ""}, {"2x4", ""}, {"", "400KB"}}) {
     TrainOptions o = Tiny(8, "auto");
     o.steps = 10;
     o.mesh_shape = shape;
+    o.memory_bound = bound;
     o.auto_time_limit_s = 2;
     std::ostringstream out;
     const TrainResult r = Train(o, out);
     EXPECT_THAT(out.str(), HasSubstr("mesh auto"));
-    EXPECT_THAT(out.str(), HasSubstr("auto-sharding: "));
+    std::smatch mb;
+    const std::string text = out.str();
+    ASSERT_TRUE(std::regex_search(text, mb, std::regex("auto-sharding: .* ([0-9.]+) MB of parameters, optimizer "
+                                                       "state and batch per device")))
+        << text;
+    EXPECT_LE(std::stod(mb[1]), *bound ? 0.4 : 1.6) << text;
     EXPECT_EQ(spmd::get_auto_shard_mesh(), nullptr);  // the run ends auto-sharding
     ASSERT_EQ(r.steps.size(), one.steps.size()) << shape;
     for (size_t i = 0; i < r.steps.size(); ++i)
