@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "core/flags.h"
 #include "runtime/devices.h"
 #include "runtime/disk_cache.h"
+#include "runtime/world.h"
 
 namespace axle::detail {
 namespace {
@@ -112,8 +114,8 @@ double TimeCollective(spmd::Collective kind, int64_t g, int64_t n, int64_t eleme
     // compiles nothing natively (sixty modules).
     std::unique_ptr<runtime::ReplicatedExecutable> exe =
         runtime::ReplicatedExecutable::Compile(runtime::GetBackend("cpu"), m);
-    auto args = [&] {
-      std::vector<std::vector<runtime::BufferPtr>> a(static_cast<size_t>(n));
+    auto args = [&] {  // this process's devices (all n but in a run of several processes)
+      std::vector<std::vector<runtime::BufferPtr>> a(static_cast<size_t>(exe->num_devices()));
       for (auto& d : a) d.push_back(std::make_shared<ir::Literal>(type));
       return a;
     };
@@ -132,8 +134,13 @@ double TimeCollective(spmd::Collective kind, int64_t g, int64_t n, int64_t eleme
 
 spmd::CostModel Measure(const std::set<int64_t>& group_sizes, int64_t devices, int64_t sharing) {
   spmd::CostModel m;
-  m.source = fmt::format("measured on this machine, {} virtual devices sharing its cores ({} backend)", sharing,
-                         backend());
+  runtime::World* world = runtime::GetWorld();
+  const bool processes = world != nullptr && world->size() > 1;
+  m.source = processes ? fmt::format("measured across {} processes of {} devices over Gloo ({} backend)",
+                                     world->size(), sharing, backend())
+                       : fmt::format("measured on this machine, {} virtual devices sharing its cores ({} backend)",
+                                     sharing, backend());
+  if (processes) world->Barrier("the cost model's calibration");  // the products timed together, as they run
   const ir::TensorType sq(DType::kF32, Shape({1024, 1024}));
   const double dot_s = TimeModule({sq, sq}, [](ir::Builder& b, const std::vector<ir::Value*>& p) {
     ir::DotGeneralAttrs a;
@@ -177,9 +184,13 @@ spmd::CostModel Measure(const std::set<int64_t>& group_sizes, int64_t devices, i
 spmd::CostModel CalibratedCostModel(const std::vector<int64_t>& mesh_shape, int64_t devices_sharing_cores) {
   AXLE_CHECK(devices_sharing_cores >= 1, "CalibratedCostModel: devices_sharing_cores {}", devices_sharing_cores);
   // The group sizes a plan on this mesh uses: each axis, pairs of axes, and all devices, measured
-  // on as many devices as the mesh has, at most kMaxThreads (a larger group takes the fit of the
-  // largest measured one; the formulas carry the rest).
+  // on as many devices as the mesh has, at most kMaxThreads in one process (a larger group takes
+  // the fit of the largest measured one; the formulas carry the rest). In a run of several
+  // processes, on the run's devices over its transport (Gloo), every process measuring with the
+  // others.
   constexpr int64_t kMaxThreads = 16;
+  runtime::World* world = runtime::GetWorld();
+  const bool processes = world != nullptr && world->size() > 1;
   int64_t devices = 1;
   std::set<int64_t> sizes;
   for (size_t i = 0; i < mesh_shape.size(); ++i) {
@@ -188,22 +199,48 @@ spmd::CostModel CalibratedCostModel(const std::vector<int64_t>& mesh_shape, int6
     for (size_t j = i + 1; j < mesh_shape.size(); ++j) sizes.insert(mesh_shape[i] * mesh_shape[j]);
   }
   sizes.insert(devices);
-  const int64_t threads = std::clamp<int64_t>(devices, 2, kMaxThreads);
-  if (flags::cpu_devices() < threads) flags::set_cpu_devices(threads);
+  int64_t threads = std::clamp<int64_t>(devices, 2, kMaxThreads);
+  if (processes) {
+    threads = static_cast<int64_t>(world->size()) * world->local_devices();
+    if (devices != threads)
+      Fail("auto-sharding: a mesh of {} devices in a run of {} ({} processes of {}): the mesh takes every device "
+           "of the run", devices, threads, world->size(), world->local_devices());
+  } else if (flags::cpu_devices() < threads) {
+    flags::set_cpu_devices(threads);
+  }
   std::set<int64_t> measured;
   for (int64_t g : sizes)
     if (g >= 2) measured.insert(std::min(g, threads));
   if (measured.empty()) measured.insert(2);
   runtime::DiskCache& cache = runtime::DiskCache::Default();
-  const std::string key = runtime::DiskCache::MakeKey(fmt::format("costmodel_{}_{}_{}_{}", backend(), threads,
-                                                                  devices_sharing_cores, fmt::join(measured, "_")));
+  const std::string transport = processes ? fmt::format("gloo{}x{}", world->size(), world->local_devices()) : "local";
+  const std::string key =
+      runtime::DiskCache::MakeKey(fmt::format("costmodel_{}_{}_{}_{}_{}", backend(), transport, threads,
+                                              devices_sharing_cores, fmt::join(measured, "_")));
+  std::optional<spmd::CostModel> kept;
   if (std::optional<std::string> blob = cache.Get(key)) {
     try {
-      return spmd::CostModel::FromJson(nlohmann::json::parse(*blob));
+      kept = spmd::CostModel::FromJson(nlohmann::json::parse(*blob));
     } catch (const std::exception&) {
       // Not a cost model (a foreign or damaged entry): measure again and overwrite it.
     }
   }
+  if (processes) {
+    // Process 0 decides: its kept model for all, or all measure together (a collective needs
+    // every process), and all take process 0's figures (each process's clock differs a little;
+    // the plan must not).
+    const std::string mine = kept ? kept->ToJson().dump() : std::string();
+    auto all = world->AllGatherBytes({reinterpret_cast<const uint8_t*>(mine.data()), mine.size()},
+                                     "the kept cost model");
+    if (all[0].empty()) {
+      const std::string measured_json = Measure(measured, threads, devices_sharing_cores).ToJson().dump();
+      all = world->AllGatherBytes({reinterpret_cast<const uint8_t*>(measured_json.data()), measured_json.size()},
+                                  "the measured cost model");
+      if (world->rank() == 0) cache.Put(key, measured_json);
+    }
+    return spmd::CostModel::FromJson(nlohmann::json::parse(std::string(all[0].begin(), all[0].end())));
+  }
+  if (kept) return *kept;
   spmd::CostModel m = Measure(measured, threads, devices_sharing_cores);
   cache.Put(key, m.ToJson().dump());
   return m;

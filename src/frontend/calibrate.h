@@ -14,9 +14,10 @@
 //     two runs); alpha and beta solved from the two sizes with the ring formulas of
 //     cost_model.h.
 // Virtual devices in one process share its cores, so each device's throughputs are the machine's
-// divided by `devices_sharing_cores`. Across processes (Gloo) and on GPUs (NCCL) the collectives
-// would be measured on those transports; that is not done yet, and such runs are priced with the
-// in-process fits.
+// divided by `devices_sharing_cores`. In a run of several processes the collectives are measured
+// across them on the run's transport (Gloo), every process taking part, and every process takes
+// process 0's figures (and process 0's kept ones, when it has them). On GPUs (NCCL) that is not
+// done yet.
 #pragma once
 
 #include <cstdint>

@@ -59,6 +59,27 @@ TEST_F(LaunchCliTest, SeveralProcessesTrainAsOneProcessWithAllTheDevices) {
   }
 }
 
+// --mesh auto across processes: the cost model is measured across them over Gloo (every process
+// taking part), every process adopts process 0's plan, and the losses of 10 steps are the
+// one-device run's within 1e-5, the same on every rank.
+TEST_F(LaunchCliTest, AutoShardingAcrossProcessesGivesTheOneDeviceLosses) {
+  const std::string one = Path("auto-one.jsonl");
+  const std::string train = "train --config tiny --steps 10 --batch 8 --seq 16 --no-progress --samples 0 --backend cpu";
+  RunResult r = RunAxle(fmt::format("{} --log-json {}", train, one));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string many = Path("auto-many.jsonl");
+  r = RunAxle(fmt::format("launch --nproc 2 -- {} {} --devices 2 --mesh auto --auto-time-limit 2 --log-json {}",
+                          AXLE_BINARY, train, many));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("mesh auto [x=4]"));
+  EXPECT_THAT(r.output, HasSubstr("auto-sharding: "));
+  const std::vector<double> want = Losses(one), got = Losses(many);
+  ASSERT_EQ(want.size(), 10u);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5 * std::abs(want[i])) << "step " << i;
+  EXPECT_EQ(Losses(Path("auto-many.rank1.jsonl")), got);
+}
+
 // A rank that fails ends the run: the launcher returns its code and the others stop.
 // Checkpoints of a run of several processes (docs/checkpoint.md, "Several processes"): stopped
 // and resumed on the same processes, the losses are those of the run that never stopped, bit for
