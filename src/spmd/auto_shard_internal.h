@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -121,6 +122,7 @@ class Program {
   std::unordered_map<int, std::vector<std::pair<int, std::vector<std::optional<Sharding>>>>> demands_;  // by value id
   std::vector<Reshard> reshards_;
   std::vector<std::vector<const Reshard*>> touching_;  // per set: the reshards it takes part in
+  std::unordered_set<const ir::Node*> fused_;           // computed in their user's kernel: free
 };
 
 

@@ -227,7 +227,7 @@ double Program::ComputeSeconds(const ir::Node& n, const Sharding& result) const 
     for (int64_t d : a.lhs_contracting) k *= static_cast<double>(n.operand(0)->shape().dim(d));
     return 2 * static_cast<double>(n.result()->type().NumElements()) * k / shards / model_.product_flops_per_s;
   }
-  if (MakesNoData(n.op()) || n.info().Has(ir::kCollective)) return 0;
+  if (MakesNoData(n.op()) || n.info().Has(ir::kCollective) || fused_.count(&n)) return 0;
   double bytes = 0;
   for (const ir::Value* r : n.results()) bytes += static_cast<double>(r->type().ByteSize());
   return bytes / shards / model_.memory_bytes_per_s;
@@ -292,6 +292,7 @@ double Program::ReshardCost(const Reshard& r, const std::vector<int>& choice) co
 
 void Program::BuildCosts() {
   ir::Function& fn = *module_.entry();
+  fused_ = FusedIntoTheirUser(fn);
   for (const auto& n : fn.nodes()) {
     if (n->num_results() == 0) continue;
     if (n->op() == ir::OpKind::kParameter) {

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "ir/attrs.h"
@@ -75,6 +76,23 @@ bool MakesNoData(ir::OpKind op) {
   }
 }
 
+std::unordered_set<const ir::Node*> FusedIntoTheirUser(const ir::Function& fn) {
+  std::unordered_map<const ir::Value*, const ir::Node*> sole_user;
+  std::unordered_map<const ir::Value*, int> uses;
+  for (const auto& n : fn.nodes())
+    for (const ir::Value* v : n->operands())
+      if (++uses[v] == 1) sole_user[v] = n.get();
+  for (const ir::Value* r : fn.results()) uses[r] += 2;  // written out
+  std::unordered_set<const ir::Node*> out;
+  for (const auto& n : fn.nodes()) {
+    if (!n->info().Has(ir::kElementwise) || n->num_results() != 1 || uses[n->result()] != 1) continue;
+    const ir::Node& user = *sole_user.at(n->result());
+    if (user.info().Has(ir::kElementwise) && user.num_results() == 1 && user.result()->shape() == n->result()->shape())
+      out.insert(n.get());
+  }
+  return out;
+}
+
 int64_t PlanCost::collective_count() const {
   int64_t n = 0;
   for (const CollectiveCost& c : collectives) n += c.count;
@@ -109,6 +127,7 @@ PlanCost EvaluatePartitioned(const ir::Module& partitioned, const CostModel& mod
     for (const ir::Value* v : n.operands()) last_use[root(v)] = i;
   }
   for (const ir::Value* r : fn->results()) last_use[root(r)] = nodes.size();
+  const std::unordered_set<const ir::Node*> fused = FusedIntoTheirUser(*fn);
 
   std::vector<int64_t> freed_after(nodes.size() + 1, 0);
   int64_t live = 0, peak = 0;
@@ -149,7 +168,7 @@ PlanCost EvaluatePartitioned(const ir::Module& partitioned, const CostModel& mod
       cost.compute_s += flops / model.product_flops_per_s;
       continue;
     }
-    if (MakesNoData(n.op())) continue;
+    if (MakesNoData(n.op()) || fused.count(&n)) continue;
     for (const ir::Value* r : n.results())
       cost.compute_s += static_cast<double>(r->type().ByteSize()) / model.memory_bytes_per_s;
   }

@@ -8,7 +8,9 @@
 //
 // Compute: each dot_general at its flops over the model's product throughput; every other op
 // that makes data (not parameters, constants, reshapes, broadcasts, iotas) at its result's bytes
-// over the memory bandwidth, as a fused kernel writes each result once. Collectives: the
+// over the memory bandwidth, as a fused kernel writes each result once -- and an elementwise op
+// whose one use is an elementwise op of its shape not at all (loop fusion computes it inside its
+// user's kernel). Collectives: the
 // alpha-beta model (cost_model.h), each grouped by kind and the mesh axes its replica groups span.
 // The step time is compute plus communication: nothing is assumed to overlap. Memory: the step's
 // arguments (parameters, optimizer state, the batch) plus the most bytes of intermediate values
@@ -18,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/module.h"
@@ -49,6 +52,11 @@ struct PlanCost {
 // constants, reshapes, broadcasts, iotas, replica ids, optimization barriers (a fused kernel reads
 // a broadcast operand in place and writes only its result).
 bool MakesNoData(ir::OpKind op);
+
+// The elementwise nodes of `fn` that loop fusion computes inside their user's kernel, never
+// writing their result, and so cost nothing either: one result, used once (not returned), by an
+// elementwise op of the same shape.
+std::unordered_set<const ir::Node*> FusedIntoTheirUser(const ir::Function& fn);
 
 // The cost of `partitioned` (spmd::Partition's output: num_replicas = its mesh's size; an
 // unpartitioned module is one device) under `model`. Throws axle::Error when the module has no

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <random>
 
 #include "autodiff/vjp.h"
@@ -124,6 +125,33 @@ TEST(PlanCost, CollectivesByKindAndAxesComputeAndMemory) {
   EXPECT_EQ(c.argument_bytes, (4 * 8 + 8 * 2) * 4);
   // Live at once at most: %g (128 bytes) and %e (128), or %s and %g; %c, %r end before.
   EXPECT_EQ(c.peak_bytes, c.argument_bytes + 256);
+}
+
+// Loop fusion: an elementwise op whose one use is an elementwise op of its shape is computed in
+// that kernel and costs nothing; one used twice, or by a reduction, or returned, writes its result.
+TEST(PlanCost, ElementwiseChainsCostTheirLastResultOnly) {
+  std::unique_ptr<ir::Module> m = ir::ParseModule(R"(module @m {num_replicas=1, mesh_axes=[x], mesh_shape=[1]} {
+  func @main {
+    %a = parameter() {index=0} : f32[256]
+    %n = neg(%a) : f32[256]
+    %e = exp(%n) : f32[256]
+    %t = tanh(%e) : f32[256]
+    %u = add(%t, %t) : f32[256]
+    %s = reduce(%u) {kind=sum, dims=[0]} : f32[]
+    %l = log(%a) : f32[256]
+    return %s, %l
+  }
+})");
+  CostModel model;
+  model.product_flops_per_s = 1e9;
+  model.memory_bytes_per_s = 1e9;
+  const std::unordered_set<const ir::Node*> fused = spmd::FusedIntoTheirUser(*m->entry());
+  std::vector<std::string> names;
+  for (const ir::Node* n : fused) names.push_back(n->result()->name());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"e", "n"}));  // %t has two uses, %u a reduction's, %l is returned
+  // Written: %t, %u and %l (1 KB each), %s (4 bytes).
+  EXPECT_DOUBLE_EQ(spmd::EvaluatePartitioned(*m, model).compute_s, (3 * 1024 + 4) / 1e9);
 }
 
 // ---------------------------------------------------------------------------------------------
