@@ -255,15 +255,13 @@ std::vector<std::pair<std::string, std::unique_ptr<ir::Module>>> Program::Seeds(
     state[static_cast<size_t>(parameter)] = true;
   }
   std::vector<std::pair<std::string, std::unique_ptr<ir::Module>>> out;
-  const uint32_t subsets = axes.size() > 4 ? 0u : 1u << axes.size();  // more axes: the two ends only
-  for (uint32_t mask = 0; mask < std::max<uint32_t>(subsets, 2); ++mask) {
+  // Every subset of up to 4 axes (mask bit a: axis a in S); of more, the two ends only.
+  const bool every_subset = axes.size() <= 4;
+  const uint32_t seeds = every_subset ? 1u << axes.size() : 2u;
+  for (uint32_t mask = 0; mask < seeds; ++mask) {
     std::vector<std::string> over;  // S
-    if (subsets == 0) {
-      if (mask == 1) over = axes;
-    } else {
-      for (size_t a = 0; a < axes.size(); ++a)
-        if (mask & (1u << a)) over.push_back(axes[a]);
-    }
+    for (size_t a = 0; a < axes.size(); ++a)
+      if (every_subset ? (mask & (1u << a)) != 0 : mask == 1) over.push_back(axes[a]);
     const std::string name = over.empty()          ? "data parallel"
                              : over == axes        ? "fully sharded"
                                                    : fmt::format("fully sharded over {}", fmt::join(over, ","));
