@@ -102,6 +102,10 @@ struct AutoShardingOptions {
   int64_t memory_bound_bytes = 0;  // per device: parameters, optimizer state, batch (0: none)
   double time_limit_s = 30;        // the ILP solver's
   bool use_ilp = true;             // false: the greedy alone
+  // Candidate plans the cost model prices within this fraction of the cheapest (at most two more)
+  // are compiled and timed on the devices, and the fastest is kept: the model cannot tell such
+  // ties apart. One process only (0: the model decides).
+  double time_candidates_within = 0.10;
 };
 void auto_shard(const Mesh& mesh, const AutoShardingOptions& options = {});
 // Ends auto-sharding (steps without annotations run on one device again).

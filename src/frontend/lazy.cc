@@ -582,8 +582,8 @@ void SyncImpl(detail::StepRecord* record) {
                              : detail::g_backend;
   if (auto_sharded) {  // the options choose other layouts: another executable
     const spmd::AutoShardingOptions& ao = *spmd::get_auto_shard_options();
-    compiler += fmt::format(" (auto-sharded, bound {} bytes, {} s limit, {})", ao.memory_bound_bytes, ao.time_limit_s,
-                            ao.use_ilp ? "ilp" : "greedy");
+    compiler += fmt::format(" (auto-sharded, bound {} bytes, {} s limit, {}, timing within {})", ao.memory_bound_bytes,
+                            ao.time_limit_s, ao.use_ilp ? "ilp" : "greedy", ao.time_candidates_within);
   }
   auto it = cache.entries.end();
   if (auto k = cache.trace_keys.find(trace_key); k != cache.trace_keys.end())

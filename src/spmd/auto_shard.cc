@@ -29,6 +29,17 @@ namespace axle::spmd {
 namespace auto_shard_detail {
 namespace {
 
+// Whether two modules of the same nodes give every value the same sharding.
+bool SameLayouts(const ir::Module& a, const ir::Module& b) {
+  const auto& na = a.entry()->nodes();
+  const auto& nb = b.entry()->nodes();
+  if (na.size() != nb.size()) return false;
+  for (size_t i = 0; i < na.size(); ++i)
+    for (size_t r = 0; r < na[i]->num_results(); ++r)
+      if (na[i]->result(static_cast<int>(r))->sharding() != nb[i]->result(static_cast<int>(r))->sharding()) return false;
+  return true;
+}
+
 using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -396,6 +407,7 @@ AutoShardReport Program::Run() {
   std::string best_name;
   std::vector<std::string> tried;
   const Candidate* best_candidate = nullptr;
+  std::vector<AutoShardReport::Alternative> evaluated;  // when alternatives are asked for
   for (const Candidate& c : candidates) {
     std::unique_ptr<ir::Module> m = c.as_propagated ? c.as_propagated->Clone() : module_.Clone();
     if (!c.as_propagated) {
@@ -423,6 +435,25 @@ AutoShardReport Program::Run() {
       best_candidate = &c;
       best_name = c.name;
     }
+    if (options_.alternatives_within > 0) evaluated.push_back({c.name, std::move(m), cost.step_s()});
+  }
+  // The runners-up within the asked fraction, cheapest first, each with layouts of its own.
+  if (options_.alternatives_within > 0) {
+    std::stable_sort(evaluated.begin(), evaluated.end(),
+                     [](const auto& a, const auto& b) { return a.evaluated_s < b.evaluated_s; });
+    std::vector<const ir::Module*> kept;
+    for (AutoShardReport::Alternative& a : evaluated) {
+      if (a.evaluated_s > best_s * (1 + options_.alternatives_within)) break;
+      if (std::any_of(kept.begin(), kept.end(), [&](const ir::Module* k) { return SameLayouts(*k, *a.module); }))
+        continue;
+      kept.push_back(a.module.get());
+      if (a.name != best_name && static_cast<int>(report.alternatives.size()) < options_.max_alternatives)
+        report.alternatives.push_back(a);
+    }
+    // The chosen one's module may have been passed over as another's twin: drop that twin.
+    for (const AutoShardReport::Alternative& a : evaluated)
+      if (a.name == best_name)
+        std::erase_if(report.alternatives, [&](const auto& o) { return SameLayouts(*o.module, *a.module); });
   }
   if (best_candidate && !best_candidate->as_propagated) best = &best_candidate->choice;
   report.chosen = best_name;

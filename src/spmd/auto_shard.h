@@ -34,6 +34,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +56,11 @@ struct AutoShardOptions {
   // Plans to price with the same program (the manual ones, propagated: modules of the same
   // nodes with every value's sharding), each reported as a line of `reference`.
   std::vector<std::pair<std::string, const ir::Module*>> references;
+  // Keep, in the report, the annotated modules of the candidates whose partitioned price is
+  // within this fraction of the chosen one's (at most `max_alternatives`, cheapest first, each
+  // with layouts of its own), for a caller to time on its devices. 0: none.
+  double alternatives_within = 0;
+  int max_alternatives = 2;
 };
 
 struct AutoShardReport {
@@ -76,6 +82,13 @@ struct AutoShardReport {
   int64_t smallest_argument_bytes = 0;
   // Per reference plan: "fsdp: 0.0412 s in this program; 3 values disagree ...".
   std::vector<std::string> reference;
+  // (name, annotated module, partitioned price) of the runners-up AutoShardOptions asked for.
+  struct Alternative {
+    std::string name;
+    std::shared_ptr<const ir::Module> module;
+    double evaluated_s = 0;
+  };
+  std::vector<Alternative> alternatives;
 };
 
 // Gives every value of module.entry() a sharding (values annotated before keep theirs). Throws

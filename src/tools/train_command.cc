@@ -79,6 +79,10 @@ void AddTrainCommand(CLI::App& app, std::vector<std::pair<CLI::App*, CommandRunn
                   "With --mesh auto: parameters, optimizer state and batch per device at most, e.g. 2GB");
   sub->add_option("--auto-time-limit", o->auto_time_limit_s, "With --mesh auto: seconds the ILP solver may take")
       ->check(kPositive);
+  sub->add_option("--auto-timing-within", o->auto_timing_within,
+                  "With --mesh auto: plans the model prices within this fraction of the cheapest are timed on the devices "
+                  "and the fastest kept (0: the model decides)")
+      ->check(kNonNegative);
   sub->add_option("--checkpoint-dir", o->checkpoint_dir,
                   "Save checkpoints (parameters, optimizer, data and RNG state) in DIR/step_NNNNNNNN");
   sub->add_option("--checkpoint-every", o->checkpoint_every,

@@ -282,6 +282,7 @@ TrainResult Train(const TrainOptions& o, std::ostream& all_out) {
     if (!o.memory_bound.empty())
       auto_options.memory_bound_bytes = flags::ParseByteSize(o.memory_bound, "--memory-bound");
     auto_options.time_limit_s = o.auto_time_limit_s;
+    auto_options.time_candidates_within = o.auto_timing_within;
   }
   if (mesh && o.batch % mesh->ir_mesh().AxesSize(BatchSpec(*mesh)[0].names) != 0)
     Fail("--batch {} does not split evenly over the mesh's batch axes ({}): use a multiple of {}", o.batch,

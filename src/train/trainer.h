@@ -65,6 +65,9 @@ struct TrainOptions {
   std::string mesh_shape;
   std::string memory_bound;
   double auto_time_limit_s = 30;  // the ILP solver's, per compiled step
+  // Plans priced within this fraction of the cheapest are timed on the devices, the fastest
+  // kept (spmd::AutoShardingOptions::time_candidates_within; 0: the model decides).
+  double auto_timing_within = 0.10;
   // Checkpoints (docs/checkpoint.md, "Training checkpoints"): the directory, a save every N steps
   // (0: only the final one), how many to keep (0: all), and whether to continue from the newest
   // committed step. `stop_at` (0: --steps) ends the run after that global step, as a preemption

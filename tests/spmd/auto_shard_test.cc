@@ -4,10 +4,12 @@
 // computes once partitioned.
 #include <gtest/gtest.h>
 
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <random>
+#include <set>
 
 #include "autodiff/vjp.h"
 #include "core/error.h"
@@ -258,6 +260,42 @@ TEST(AutoShard, TheGreedyAloneGivesAValidPlanToo) {
   EXPECT_EQ(r.columns, 0);
   spmd::PropagateShardings(*m);
   EXPECT_NO_THROW(spmd::Partition(*m));
+}
+
+// Asked for the runners-up (Note [Timing the close candidates], frontend/sharded_step.cc), the
+// report gives each within the fraction once, cheapest first, none with the chosen layouts, each
+// a complete plan that partitions, within the memory bound.
+TEST(AutoShard, RunnersUpAreDistinctCompletePlans) {
+  std::unique_ptr<ir::Module> m = TrainingStep(64, 64);
+  m->set_mesh(ir::Mesh({"x", "y"}, {2, 2}));
+  spmd::AutoShardOptions o = Tied();
+  o.alternatives_within = 100;  // every candidate
+  o.max_alternatives = 8;
+  const spmd::AutoShardReport r = spmd::AutoShard(*m, CostModel::Default(), o);
+  ASSERT_GE(r.alternatives.size(), 2u) << fmt::format("{}", fmt::join(r.candidates, "\n"));
+  ASSERT_LE(r.alternatives.size(), 8u);
+  auto layouts = [](const ir::Module& a) {
+    std::vector<std::string> out;
+    for (const auto& n : a.entry()->nodes())
+      for (const ir::Value* v : n->results()) out.push_back(v->sharding() ? v->sharding()->ToString() : "-");
+    return out;
+  };
+  std::set<std::vector<std::string>> seen = {layouts(*m)};
+  double previous = 0;
+  for (const auto& a : r.alternatives) {
+    EXPECT_NE(a.name, r.chosen);
+    EXPECT_GE(a.evaluated_s, previous);
+    EXPECT_GE(a.evaluated_s, r.evaluated_s * (1 - 1e-12));
+    previous = a.evaluated_s;
+    EXPECT_TRUE(seen.insert(layouts(*a.module)).second) << a.name << " repeats a plan";
+    std::unique_ptr<ir::Module> copy = a.module->Clone();
+    spmd::PropagateShardings(*copy);
+    EXPECT_NO_THROW(spmd::Partition(*copy)) << a.name;
+  }
+  // Not asked: none kept.
+  std::unique_ptr<ir::Module> again = TrainingStep(64, 64);
+  again->set_mesh(ir::Mesh({"x", "y"}, {2, 2}));
+  EXPECT_TRUE(spmd::AutoShard(*again, CostModel::Default(), Tied()).alternatives.empty());
 }
 
 TEST(AutoShard, NeedsAnUnpartitionedModuleWithAMesh) {

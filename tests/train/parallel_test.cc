@@ -86,12 +86,19 @@ TEST_F(ParallelTrainTest, AutoShardedMeshesGiveTheSingleDeviceLosses) {
   const TrainResult one = Train(base, log);
   // The third: a bound of 400 KB per device, which data parallel (the 0.12M parameters and both
   // AdamW moments whole: 1.5 MB a device) cannot meet.
-  for (auto [shape, bound] : {std::pair{"", ""}, {"2x4", ""}, {"", "400KB"}}) {
+  // The fourth times every candidate on the devices (Note [Timing the close candidates]).
+  struct Case {
+    const char* shape;
+    const char* bound;
+    double timing_within;
+  };
+  for (auto [shape, bound, timing] : {Case{"", "", 0.1}, Case{"2x4", "", 0.1}, Case{"", "400KB", 0.1}, Case{"4x2", "", 100}}) {
     TrainOptions o = Tiny(8, "auto");
     o.steps = 10;
     o.mesh_shape = shape;
     o.memory_bound = bound;
     o.auto_time_limit_s = 2;
+    o.auto_timing_within = timing;
     std::ostringstream out;
     const TrainResult r = Train(o, out);
     EXPECT_THAT(out.str(), HasSubstr("mesh auto"));
@@ -101,6 +108,8 @@ TEST_F(ParallelTrainTest, AutoShardedMeshesGiveTheSingleDeviceLosses) {
                                                        "state and batch per device")))
         << text;
     EXPECT_LE(std::stod(mb[1]), *bound ? 0.4 : 1.6) << text;
+    if (timing > 1 && text.find("(the disk cache)") == std::string::npos)
+      EXPECT_THAT(text, HasSubstr("(timed fastest of "));
     EXPECT_EQ(spmd::get_auto_shard_mesh(), nullptr);  // the run ends auto-sharding
     ASSERT_EQ(r.steps.size(), one.steps.size()) << shape;
     for (size_t i = 0; i < r.steps.size(); ++i)
