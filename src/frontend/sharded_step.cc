@@ -192,20 +192,6 @@ std::optional<spmd::AutoShardReport>& LastAutoShardReport() {
 
 namespace {
 
-// Note [Auto-sharded plans are kept]
-// A step's auto-sharded layouts are computed once per build: the annotated module is kept in the
-// on-disk cache under the global module's hash, the mesh, the options, the tied pairs and the
-// cost model, so a second run neither solves again (tens of seconds on a two-axis mesh) nor, where
-// the solver stopped at its time limit, chooses differently (the same program gives the same
-// bits). In a run of several processes every process adopts process 0's plan: a solver stopped
-// by a clock may differ between processes, and their partitioned programs must not.
-// Note [Timing the close candidates]
-// Where the cost model prices candidate plans within a few percent of each other it cannot tell
-// them apart (on 8 virtual devices over 2 cores, Llama small's data-parallel and FSDP plans were
-// priced alike while data parallel ran 25-35% faster), so those are compiled and run on the
-// devices, as XLA autotunes a GEMM: each on zero arguments (the work does not depend on the
-// values), interleaved over three rounds, the best of each kept; the fastest wins. Only in one
-// process: a run of several would have to time together, and adopts process 0's plan anyway.
 // The bytes of an annotated step's parameters on one device.
 int64_t ArgumentBytesPerDevice(const ir::Module& annotated) {
   int64_t bytes = 0;
@@ -217,6 +203,13 @@ int64_t ArgumentBytesPerDevice(const ir::Module& annotated) {
   return bytes;
 }
 
+// Note [Timing the close candidates]
+// Where the cost model prices candidate plans within a few percent of each other it cannot tell
+// them apart (on 8 virtual devices over 2 cores, Llama small's data-parallel and FSDP plans were
+// priced alike while data parallel ran 25-35% faster), so those are compiled and run on the
+// devices, as XLA autotunes a GEMM: each on zero arguments (the work does not depend on the
+// values), interleaved over three rounds, the best of each kept; the fastest wins. Only in one
+// process: a run of several would have to time together, and adopts process 0's plan anyway.
 double TimeOnDevices(runtime::ReplicatedExecutable& exe, const ir::Module& partitioned) {
   auto params = partitioned.entry()->Parameters();
   std::sort(params.begin(), params.end(), [](const ir::Node* a, const ir::Node* b) {
@@ -230,6 +223,13 @@ double TimeOnDevices(runtime::ReplicatedExecutable& exe, const ir::Module& parti
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Note [Auto-sharded plans are kept]
+// A step's auto-sharded layouts are computed once per build: the annotated module is kept in the
+// on-disk cache under the global module's hash, the mesh, the options, the tied pairs and the
+// cost model, so a second run neither solves again (tens of seconds on a two-axis mesh) nor, where
+// the solver stopped at its time limit, chooses differently (the same program gives the same
+// bits). In a run of several processes every process adopts process 0's plan: a solver stopped
+// by a clock may differ between processes, and their partitioned programs must not.
 std::unique_ptr<ir::Module> AutoShardStep(runtime::Backend& backend, const ir::Module& global,
                                           const std::vector<std::pair<int64_t, int64_t>>& tied) {
   const spmd::AutoShardingOptions* o = spmd::get_auto_shard_options();
